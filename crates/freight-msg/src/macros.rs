@@ -1,0 +1,74 @@
+//! The [`message!`](crate::message!) macro that declares message types.
+
+/// Declares a ROS 2 message type: a struct with `Clone`, `Debug`, `Default`,
+/// `PartialEq`, its CDR encoding and [`Message`](crate::Message).
+///
+/// Fields are encoded in declaration order, as ROS 2 does. A field may be a
+/// number, `bool`, `String`, `Vec<_>`, `[_; N]`, another message, or a
+/// [`Buffer<T>`](crate::Buffer) for large data.
+///
+/// ```
+/// freight_msg::message! {
+///     /// One lidar return.
+///     pub struct Return = "my_msgs/msg/Return" {
+///         pub range: f32,
+///         pub intensity: u8,
+///     }
+/// }
+/// use freight_msg::Message;
+/// let bytes = Return { range: 1.5, intensity: 7 }.to_cdr().unwrap();
+/// assert_eq!(Return::from_cdr(&bytes).unwrap().intensity, 7);
+/// ```
+#[macro_export]
+macro_rules! message {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident = $ros:literal {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field: $ty, )*
+        }
+
+        impl $crate::CdrField for $name {
+            const MIN_SIZE: usize = 0 $( + <$ty as $crate::CdrField>::MIN_SIZE )*;
+
+            fn write(
+                &self,
+                w: &mut $crate::CdrWriter,
+                bufs: &mut dyn $crate::BufferEncoder,
+            ) -> ::core::result::Result<(), $crate::EncodeError> {
+                $( $crate::CdrField::write(&self.$field, w, bufs)?; )*
+                let _ = (w, bufs);
+                Ok(())
+            }
+
+            fn read(
+                r: &mut $crate::CdrReader<'_>,
+                bufs: &mut dyn $crate::BufferDecoder,
+            ) -> ::core::result::Result<Self, $crate::DecodeError> {
+                let _ = (&r, &bufs);
+                Ok(Self { $( $field: <$ty as $crate::CdrField>::read(r, bufs)?, )* })
+            }
+
+            fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a $crate::RawBuffer)) {
+                $( $crate::CdrField::visit_buffers(&self.$field, f); )*
+                let _ = f;
+            }
+
+            fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&mut $crate::RawBuffer)) {
+                $( $crate::CdrField::visit_buffers_mut(&mut self.$field, f); )*
+                let _ = f;
+            }
+        }
+
+        impl $crate::Message for $name {
+            const TYPE_NAME: &'static str = $ros;
+            const DEFINITION: &'static str =
+                concat!($ros, "{", $( stringify!($field), ":", stringify!($ty), ";", )* "}");
+        }
+    };
+}
