@@ -27,13 +27,8 @@ pub enum BackendKind {
 impl BackendKind {
     /// Every backend, in order of preference when several are acceptable:
     /// memory the data is already in beats a copy, device beats host.
-    pub const ALL: [BackendKind; 5] = [
-        BackendKind::Cuda,
-        BackendKind::FakeDevice,
-        BackendKind::CudaHost,
-        BackendKind::Shm,
-        BackendKind::Cpu,
-    ];
+    pub const ALL: [BackendKind; 5] =
+        [BackendKind::Cuda, BackendKind::FakeDevice, BackendKind::CudaHost, BackendKind::Shm, BackendKind::Cpu];
 
     /// The stable name of this backend (`"cpu"`, `"shm"`, `"fake-device"`, ...).
     pub fn name(self) -> &'static str {
@@ -233,7 +228,11 @@ enum Repr {
     Storage(Arc<dyn BufferStorage>),
     /// A slot of a publisher's loan: memory exists but is being written through
     /// the loan, so it is not readable through the message.
-    LoanSlot { slot: u32, len: usize, backend: BackendKind },
+    LoanSlot {
+        slot: u32,
+        len: usize,
+        backend: BackendKind,
+    },
 }
 
 /// The untyped core of a [`Buffer`]: bytes in some backend, shared by reference
@@ -357,7 +356,7 @@ impl<T: Element> Buffer<T> {
 
     /// Wraps untyped storage. Fails when its length is not a whole number of `T`.
     pub fn from_raw(raw: RawBuffer) -> Result<Self, RawBuffer> {
-        if raw.len_bytes() % std::mem::size_of::<T>() != 0 {
+        if !raw.len_bytes().is_multiple_of(std::mem::size_of::<T>()) {
             return Err(raw);
         }
         Ok(Buffer { raw, _element: PhantomData })
@@ -420,9 +419,7 @@ impl<T: Element> Buffer<T> {
         let mut out = vec![T::default(); self.len()];
         // SAFETY: `out` holds exactly `bytes.len()` bytes of plain `Element`s,
         // for which every bit pattern is valid.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), bytes.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), bytes.len()) };
         Ok(out)
     }
 }

@@ -217,10 +217,7 @@ impl<T: Element> CdrField for Buffer<T> {
         let raw = bufs.read_buffer(r, ElementInfo::of::<T>())?;
         let len = raw.len_bytes();
         Buffer::from_raw(raw).map_err(|_| {
-            r.error(DecodeErrorKind::Buffer(format!(
-                "{len} bytes is not a whole number of {} elements",
-                T::ROS_NAME
-            )))
+            r.error(DecodeErrorKind::Buffer(format!("{len} bytes is not a whole number of {} elements", T::ROS_NAME)))
         })
     }
     fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer)) {

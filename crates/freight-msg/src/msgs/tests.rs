@@ -36,10 +36,8 @@ fn every_builtin_round_trips_through_plain_cdr() {
         data: Buffer::from(vec![1u8, 2, 3, 4, 5, 6, 7, 8]),
         is_dense: true,
     });
-    let layout = MultiArrayLayout {
-        dim: vec![MultiArrayDimension { label: "ü".into(), size: 3, stride: 3 }],
-        data_offset: 0,
-    };
+    let layout =
+        MultiArrayLayout { dim: vec![MultiArrayDimension { label: "ü".into(), size: 3, stride: 3 }], data_offset: 0 };
     round_trip(&UInt8MultiArray { layout: layout.clone(), data: Buffer::from(vec![1u8, 2, 3]) });
     round_trip(&UInt64MultiArray { layout, data: Buffer::from(vec![u64::MAX, 0, 42]) });
     round_trip(&Tensor {

@@ -1,0 +1,291 @@
+//! Memory backends: where the large fields of a message live, and how a reader
+//! in another process (or on a device) reaches them.
+//!
+//! Every message travels as one **frame** ([`FrameMemory`]): its small fields,
+//! a table of buffer descriptors, and the bytes of buffers whose backend keeps
+//! them *in the frame*. The frame is heap memory inside one process and an
+//! iceoryx2 shared-memory sample between processes.
+//!
+//! A [`Backend`] owns the memory of buffer fields:
+//!
+//! | backend | memory | descriptor | import |
+//! |---|---|---|---|
+//! | `cpu` | in the frame | offset and length | a private copy, or a view when the frame is in-process heap |
+//! | `shm` | in the frame (shared memory) | offset and length | a view that keeps the sample alive |
+//! | `fake-device` | a pool in its own address space | pool, block, generation | a hold on the block; stale blocks refused |
+//!
+//! Each backend passes the same [`conformance`] suite.
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+pub use freight_msg::{BackendKind, BackendSet, BufferStorage};
+
+pub mod conformance;
+mod cpu;
+pub mod fake_device;
+mod in_frame;
+mod shm;
+
+pub use cpu::CpuBackend;
+pub use fake_device::FakeDeviceBackend;
+pub use shm::ShmBackend;
+
+/// Longest descriptor a backend may produce, in bytes (as ROS 2's buffer backends).
+pub const MAX_DESCRIPTOR_LEN: usize = 4096;
+
+/// The bytes of one received (or built) message frame, shared by reference count.
+///
+/// Buffers that view the frame hold a clone of the [`Frame`], so the frame (and
+/// the shared-memory sample under it) lives as long as any of them.
+pub trait FrameMemory: Send + Sync + fmt::Debug {
+    /// The frame's bytes.
+    fn bytes(&self) -> &[u8];
+    /// Whether the frame is this process's private heap memory (intra-process
+    /// delivery) rather than memory shared with other processes.
+    fn is_process_local(&self) -> bool;
+}
+
+/// A shared handle to a frame.
+pub type Frame = Arc<dyn FrameMemory>;
+
+/// A frame on the heap of this process, used for intra-process delivery.
+#[derive(Debug)]
+pub struct HeapFrame(pub Vec<u8>);
+
+impl FrameMemory for HeapFrame {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn is_process_local(&self) -> bool {
+        true
+    }
+}
+
+/// A region of a frame under construction, reserved for one in-frame buffer.
+#[derive(Debug)]
+pub struct FrameSlot {
+    /// Offset of the region from the start of the frame.
+    pub offset: usize,
+    /// Start of the region in the writer's mapping.
+    pub ptr: *mut u8,
+    /// Length of the region.
+    pub len: usize,
+}
+
+// SAFETY: a FrameSlot is an exclusive claim on a region of a frame that the
+// writer owns until it publishes; it is moved, never shared, between threads.
+unsafe impl Send for FrameSlot {}
+
+/// A descriptor: what a reader needs to import a block. At most
+/// [`MAX_DESCRIPTOR_LEN`] bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Descriptor(Vec<u8>);
+
+impl Descriptor {
+    /// Wraps bytes, refusing more than [`MAX_DESCRIPTOR_LEN`].
+    pub fn new(bytes: Vec<u8>) -> Result<Self, ExportError> {
+        if bytes.len() > MAX_DESCRIPTOR_LEN {
+            return Err(ExportError::DescriptorTooLong(bytes.len()));
+        }
+        Ok(Descriptor(bytes))
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Descriptor({} bytes)", self.0.len())
+    }
+}
+
+/// Writable memory for one buffer, lent by [`Backend::allocate`].
+pub trait WritableBlock: Send + fmt::Debug {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the block is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The memory as host bytes, when the CPU can write it in place.
+    fn host_mut(&mut self) -> Option<&mut [MaybeUninit<u8>]>;
+    /// Copies `src` into the block at `offset` (a host-to-device copy for devices).
+    fn write_from_host(&mut self, offset: usize, src: &[u8]) -> Result<(), WriteError>;
+    /// Lets `export` recover the concrete type.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
+/// A block handed out by [`Backend::allocate`].
+pub type BlockMut = Box<dyn WritableBlock>;
+
+/// Usage counters of a backend, for tests and `freight topic info`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    /// Blocks allocated and not yet returned.
+    pub blocks_in_use: usize,
+    /// Bytes of those blocks.
+    pub bytes_in_use: usize,
+}
+
+/// One kind of memory that buffer fields can live in.
+///
+/// The writer calls [`allocate`](Backend::allocate), writes, and calls
+/// [`export`](Backend::export) with the number of readers that will import the
+/// block; each reader calls [`import`](Backend::import) once (or
+/// [`release_unimported`](Backend::release_unimported) if it drops the message
+/// first). Memory returns to the backend when every reader's block is gone.
+/// In-frame backends need none of this bookkeeping: the frame owns the bytes.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Whether buffers of this backend travel inside the frame (`cpu`, `shm`)
+    /// rather than in a pool of their own (devices).
+    fn in_frame(&self) -> bool;
+
+    /// The largest block this backend lends.
+    fn max_block_len(&self) -> usize;
+
+    /// Lends `len` writable bytes. In-frame backends are given the frame region
+    /// reserved for the buffer as `slot`; pool backends get `None`.
+    fn allocate(&self, len: usize, slot: Option<FrameSlot>) -> Result<BlockMut, AllocError>;
+
+    /// Seals a written block for `readers` readers and describes it. The block
+    /// stays allocated until each of them has imported and dropped it (or
+    /// released it unimported); with `readers == 0` it is freed at once.
+    fn export(&self, block: BlockMut, readers: u32) -> Result<Descriptor, ExportError>;
+
+    /// Opens the block `descriptor` describes, found in `frame`. The descriptor
+    /// came from another process: every field is checked.
+    fn import(&self, frame: &Frame, descriptor: &[u8]) -> Result<Arc<dyn BufferStorage>, ImportError>;
+
+    /// Gives back a reader's share of a block it will not import.
+    fn release_unimported(&self, descriptor: &[u8]) -> Result<(), ImportError>;
+
+    /// Current usage.
+    fn stats(&self) -> BackendStats;
+}
+
+/// Why [`Backend::allocate`] failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AllocError {
+    /// More than the backend lends in one block.
+    #[error("{backend}: a block of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The backend.
+        backend: BackendKind,
+        /// Bytes asked for.
+        len: usize,
+        /// The backend's limit.
+        max: usize,
+    },
+    /// The pool has no room left; readers still hold its blocks.
+    #[error("{backend}: pool exhausted ({in_use} bytes in use of {capacity}); readers still hold blocks")]
+    Exhausted {
+        /// The backend.
+        backend: BackendKind,
+        /// Bytes held.
+        in_use: usize,
+        /// Pool capacity.
+        capacity: usize,
+    },
+    /// An in-frame backend was not given a frame region, or it has the wrong length.
+    #[error("{backend}: needs a frame region of {len} bytes")]
+    MissingSlot {
+        /// The backend.
+        backend: BackendKind,
+        /// Bytes asked for.
+        len: usize,
+    },
+    /// The operating system or device refused.
+    #[error("{backend}: {reason}")]
+    System {
+        /// The backend.
+        backend: BackendKind,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Why [`WritableBlock::write_from_host`] failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("write of {len} bytes at offset {offset} overruns a block of {block_len} bytes")]
+pub struct WriteError {
+    /// Where the write started.
+    pub offset: usize,
+    /// Bytes written.
+    pub len: usize,
+    /// Size of the block.
+    pub block_len: usize,
+}
+
+/// Why [`Backend::export`] failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// The block was lent by another backend.
+    #[error("the block was not allocated by this backend")]
+    ForeignBlock,
+    /// The descriptor would exceed [`MAX_DESCRIPTOR_LEN`].
+    #[error("descriptor of {0} bytes exceeds the 4096-byte limit")]
+    DescriptorTooLong(usize),
+}
+
+/// Why [`Backend::import`] failed. None of these is ever turned into an empty
+/// buffer: the caller reports the error or falls back to host bytes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The descriptor is not one this backend writes.
+    #[error("{backend}: malformed descriptor: {reason}")]
+    Malformed {
+        /// The backend.
+        backend: BackendKind,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The descriptor points outside the frame it came in.
+    #[error("{backend}: descriptor points at bytes {offset}..{end} of a {frame_len}-byte frame")]
+    OutOfFrame {
+        /// The backend.
+        backend: BackendKind,
+        /// Start of the region.
+        offset: u64,
+        /// End of the region.
+        end: u64,
+        /// Length of the frame.
+        frame_len: usize,
+    },
+    /// The block was released and reused since the descriptor was written.
+    #[error("{backend}: block {block} is stale (descriptor generation {expected}, block is at {found})")]
+    Stale {
+        /// The backend.
+        backend: BackendKind,
+        /// The block.
+        block: u32,
+        /// Generation in the descriptor.
+        expected: u64,
+        /// Generation of the block now.
+        found: u64,
+    },
+    /// The memory the descriptor names cannot be reached from this process.
+    #[error("{backend}: cannot open the memory: {reason}")]
+    Unreachable {
+        /// The backend.
+        backend: BackendKind,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The backends this process can use, by kind.
+pub fn available_backends() -> Vec<Arc<dyn Backend>> {
+    vec![Arc::new(CpuBackend), Arc::new(ShmBackend::default())]
+}
