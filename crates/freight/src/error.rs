@@ -1,0 +1,200 @@
+//! Errors, one enum per operation. Each variant is something the caller can act on.
+
+use freight_backend::{AllocError, ImportError, WriteError};
+use freight_msg::{BackendKind, EncodeError};
+
+use crate::frame::FrameError;
+use crate::names::NameError;
+
+/// Creating a context or node failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContextError {
+    /// `ROS_DOMAIN_ID` is not a number in 0..=232.
+    #[error("ROS_DOMAIN_ID={0:?} is not a domain id (0..=232); unset it or set a number")]
+    BadDomainId(String),
+    /// A name breaks ROS 2's rules.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The shared-memory layer refused.
+    #[error("shared memory: {0}; check that /dev/shm is writable")]
+    SharedMemory(String),
+}
+
+/// Creating a publisher or subscription failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CreateError {
+    /// The topic name breaks ROS 2's rules.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The topic already carries another message type.
+    #[error("topic {topic} carries {existing}, not {requested}; use another topic or the same type")]
+    WrongType {
+        /// The topic.
+        topic: String,
+        /// Its type.
+        existing: String,
+        /// The type asked for.
+        requested: &'static str,
+    },
+    /// The QoS asks for more than the context's limits.
+    #[error("{what} {asked} exceeds the limit of {limit}; raise it with Context::builder().limits(..)")]
+    OverLimit {
+        /// Which setting.
+        what: &'static str,
+        /// Value asked for.
+        asked: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A backend this endpoint needs is not available in this process.
+    #[error("backend {0} is not available in this process")]
+    BackendUnavailable(BackendKind),
+    /// The shared-memory layer refused.
+    #[error("shared memory for topic {topic}: {reason}")]
+    SharedMemory {
+        /// The topic.
+        topic: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Lending memory for a message failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoanError {
+    /// The message type has another number of buffer fields than sizes given.
+    #[error("{type_name} has {expected} buffer fields but {given} sizes were given")]
+    BufferCount {
+        /// The type.
+        type_name: &'static str,
+        /// Its buffer fields.
+        expected: usize,
+        /// Sizes given.
+        given: usize,
+    },
+    /// The message is larger than the context allows.
+    #[error("a message of {len} bytes exceeds the limit of {max} bytes (Limits::max_message_bytes)")]
+    TooLarge {
+        /// Bytes asked for.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The backend could not lend memory.
+    #[error(transparent)]
+    Backend(#[from] AllocError),
+    /// Writing the loan failed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// The data passed to fill a loan has another length than the loan.
+    #[error("data of {given} bytes does not fill a buffer of {len} bytes")]
+    LengthMismatch {
+        /// The loan's buffer length.
+        len: usize,
+        /// Bytes given.
+        given: usize,
+    },
+    /// Shared memory could not be lent.
+    #[error("shared memory: {0}")]
+    SharedMemory(String),
+}
+
+/// Publishing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// Reliable subscriptions kept their queues full for longer than
+    /// `max_blocking_time`. Every other subscription received the message.
+    #[error(
+        "{subscribers} reliable subscription(s) kept a full queue past max_blocking_time; they missed this message"
+    )]
+    QueueFull {
+        /// How many missed it.
+        subscribers: usize,
+    },
+    /// A buffer field of a loaned message was replaced by memory not from the loan.
+    #[error("buffer field {ordinal} was replaced by memory that is not from the loan; write into the loan or use publish_copy")]
+    BufferNotFromLoan {
+        /// Which buffer field, in declaration order.
+        ordinal: usize,
+    },
+    /// The small fields and buffer table exceed the room reserved in a loan.
+    #[error("small fields need {needed} bytes but the loan reserved {reserved}; raise PublisherOptions::meta_reserve")]
+    MetaTooLarge {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes reserved.
+        reserved: usize,
+    },
+    /// The message could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// Lending memory for the copy failed.
+    #[error(transparent)]
+    Loan(#[from] LoanError),
+    /// The shared-memory layer failed.
+    #[error("shared memory: {0}")]
+    SharedMemory(String),
+}
+
+/// Taking a message failed. The subscription stays usable; the next message is
+/// unaffected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TakeError {
+    /// A message of another type arrived.
+    #[error("received a message whose type hash {found:#x} is not {expected} ({expected_hash:#x}); dropped")]
+    WrongType {
+        /// The subscription's type.
+        expected: &'static str,
+        /// Its hash.
+        expected_hash: u64,
+        /// The hash found.
+        found: u64,
+    },
+    /// The frame is malformed.
+    #[error("malformed message dropped: {0}")]
+    Malformed(#[from] FrameError),
+    /// A buffer could not be imported and no host copy came with it.
+    #[error("buffer {ordinal} came in {backend} only, which this subscription cannot use: {reason}")]
+    Unusable {
+        /// Which buffer.
+        ordinal: usize,
+        /// Its backend.
+        backend: BackendKind,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A buffer failed to import.
+    #[error("buffer {ordinal}: {source}")]
+    Import {
+        /// Which buffer.
+        ordinal: usize,
+        /// The backend's error.
+        source: ImportError,
+    },
+    /// A signal (Ctrl-C) interrupted the wait.
+    #[error("interrupted by a signal")]
+    Interrupted,
+    /// The subscription holds as many samples as it may; drop some first.
+    #[error("the subscription holds {0} samples, its limit; drop received samples before taking more")]
+    TooManyHeld(usize),
+    /// The shared-memory layer failed.
+    #[error("shared memory: {0}")]
+    SharedMemory(String),
+}
+
+/// Waiting in a wait-set or executor failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// The OS wait mechanism failed.
+    #[error("wait failed: {0}")]
+    System(String),
+    /// Taking a ready message failed.
+    #[error(transparent)]
+    Take(#[from] TakeError),
+}

@@ -1,0 +1,303 @@
+//! The frame: the bytes one message occupies on the local plane.
+//!
+//! ```text
+//! 0    header (64 bytes): magic, version, type hash, publisher id, sequence,
+//!      publish time, meta length, buffer count
+//! 64   meta: u32 small-field length, small fields as CDR (buffer fields are
+//!      u32 indices into the table), then the buffer table:
+//!      per buffer { kind u8, alt kind u8, desc len u16, alt len u16, 2 pad,
+//!                   descriptor, alt descriptor, pad to 4 }
+//! ...  in-frame buffer bytes, each 64-byte aligned
+//! ```
+//!
+//! A buffer has a primary representation (the publisher's backend) and, when a
+//! subscriber cannot take that backend, an alternative host copy made once for
+//! all such subscribers. Every field is checked on decode: a frame may come from
+//! a buggy or hostile process.
+
+use freight_msg::cdr::DecodeErrorKind;
+use freight_msg::{BackendKind, BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo};
+use freight_msg::{EncodeError, RawBuffer};
+
+pub(crate) const HEADER_LEN: usize = 64;
+pub(crate) const DATA_ALIGN: usize = 64;
+const MAGIC: u32 = u32::from_le_bytes(*b"FRT1");
+const VERSION: u16 = 1;
+const NO_ALT: u8 = 0xff;
+const ENTRY_FIXED: usize = 8;
+
+/// Why a frame could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// Not a freight frame, or another version.
+    #[error("not a freight v1 frame (magic {magic:#x}, version {version})")]
+    BadHeader {
+        /// The magic found.
+        magic: u32,
+        /// The version found.
+        version: u16,
+    },
+    /// The frame is shorter than its header says.
+    #[error("frame of {len} bytes is truncated: {reason}")]
+    Truncated {
+        /// Bytes in the frame.
+        len: usize,
+        /// What is missing.
+        reason: &'static str,
+    },
+    /// The buffer table names an unknown backend.
+    #[error("unknown backend code {0}")]
+    UnknownBackend(u8),
+    /// The small fields do not decode.
+    #[error("small fields: {0}")]
+    Fields(#[from] DecodeError),
+}
+
+/// Wire code of a backend in the buffer table.
+pub(crate) fn backend_code(b: BackendKind) -> u8 {
+    match b {
+        BackendKind::Cpu => 1,
+        BackendKind::Shm => 2,
+        BackendKind::FakeDevice => 3,
+        BackendKind::Cuda => 4,
+        BackendKind::CudaHost => 5,
+        _ => 0,
+    }
+}
+
+fn backend_from_code(c: u8) -> Result<BackendKind, FrameError> {
+    Ok(match c {
+        1 => BackendKind::Cpu,
+        2 => BackendKind::Shm,
+        3 => BackendKind::FakeDevice,
+        4 => BackendKind::Cuda,
+        5 => BackendKind::CudaHost,
+        c => return Err(FrameError::UnknownBackend(c)),
+    })
+}
+
+/// Fixed header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub type_hash: u64,
+    pub publisher_id: u64,
+    pub sequence: u64,
+    pub publish_time_ns: u64,
+    pub meta_len: u32,
+    pub buffer_count: u32,
+}
+
+impl Header {
+    pub(crate) fn write(&self, out: &mut [u8]) {
+        out[..HEADER_LEN].fill(0);
+        out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        out[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        out[8..16].copy_from_slice(&self.type_hash.to_le_bytes());
+        out[16..24].copy_from_slice(&self.publisher_id.to_le_bytes());
+        out[24..32].copy_from_slice(&self.sequence.to_le_bytes());
+        out[32..40].copy_from_slice(&self.publish_time_ns.to_le_bytes());
+        out[40..44].copy_from_slice(&self.meta_len.to_le_bytes());
+        out[44..48].copy_from_slice(&self.buffer_count.to_le_bytes());
+    }
+
+    pub(crate) fn read(frame: &[u8]) -> Result<Header, FrameError> {
+        if frame.len() < HEADER_LEN {
+            return Err(FrameError::Truncated { len: frame.len(), reason: "no room for the header" });
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(frame[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(frame[o..o + 8].try_into().expect("8 bytes"));
+        let magic = u32_at(0);
+        let version = u16::from_le_bytes([frame[4], frame[5]]);
+        if magic != MAGIC || version != VERSION {
+            return Err(FrameError::BadHeader { magic, version });
+        }
+        let h = Header {
+            type_hash: u64_at(8),
+            publisher_id: u64_at(16),
+            sequence: u64_at(24),
+            publish_time_ns: u64_at(32),
+            meta_len: u32_at(40),
+            buffer_count: u32_at(44),
+        };
+        if h.meta_len as usize > frame.len() - HEADER_LEN {
+            return Err(FrameError::Truncated { len: frame.len(), reason: "meta runs past the end" });
+        }
+        Ok(h)
+    }
+}
+
+/// One buffer's entry in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub kind: BackendKind,
+    pub descriptor: Vec<u8>,
+    /// A host copy for subscribers that cannot take `kind`.
+    pub alt: Option<(BackendKind, Vec<u8>)>,
+}
+
+/// Writes buffer fields as their ordinal in the table; the table itself is
+/// prepared by the publisher in the same (field) order.
+pub(crate) struct OrdinalEncoder {
+    pub next: u32,
+}
+
+impl BufferEncoder for OrdinalEncoder {
+    fn write_buffer(&mut self, w: &mut CdrWriter, _: &RawBuffer, _: ElementInfo) -> Result<(), EncodeError> {
+        w.write_u32(self.next);
+        self.next += 1;
+        Ok(())
+    }
+}
+
+/// Encodes the meta region: small fields, then the table.
+pub(crate) fn encode_meta<M: freight_msg::Message>(msg: &M, entries: &[Entry]) -> Result<Vec<u8>, EncodeError> {
+    let mut w = CdrWriter::with_capacity(256);
+    let mut enc = OrdinalEncoder { next: 0 };
+    msg.write(&mut w, &mut enc)?;
+    let small = w.finish();
+    let mut meta = Vec::with_capacity(4 + small.len() + entries.len() * 32);
+    meta.extend_from_slice(&(small.len() as u32).to_le_bytes());
+    meta.extend_from_slice(&small);
+    pad4(&mut meta);
+    for e in entries {
+        let (alt_kind, alt_desc) = match &e.alt {
+            Some((k, d)) => (backend_code(*k), d.as_slice()),
+            None => (NO_ALT, &[][..]),
+        };
+        meta.push(backend_code(e.kind));
+        meta.push(alt_kind);
+        meta.extend_from_slice(&(e.descriptor.len() as u16).to_le_bytes());
+        meta.extend_from_slice(&(alt_desc.len() as u16).to_le_bytes());
+        meta.extend_from_slice(&[0, 0]);
+        meta.extend_from_slice(&e.descriptor);
+        meta.extend_from_slice(alt_desc);
+        pad4(&mut meta);
+    }
+    Ok(meta)
+}
+
+fn pad4(v: &mut Vec<u8>) {
+    v.resize(v.len().next_multiple_of(4), 0);
+}
+
+/// The decoded meta region: small-field CDR and the buffer table.
+#[derive(Debug)]
+pub(crate) struct Meta<'a> {
+    pub small: &'a [u8],
+    pub entries: Vec<Entry>,
+}
+
+pub(crate) fn decode_meta<'a>(frame: &'a [u8], h: &Header) -> Result<Meta<'a>, FrameError> {
+    let trunc = |reason| FrameError::Truncated { len: frame.len(), reason };
+    let meta = &frame[HEADER_LEN..HEADER_LEN + h.meta_len as usize];
+    if meta.len() < 4 {
+        return Err(trunc("meta has no small-field length"));
+    }
+    let small_len = u32::from_le_bytes(meta[..4].try_into().expect("4 bytes")) as usize;
+    let small = meta.get(4..4 + small_len).ok_or(trunc("small fields run past the meta"))?;
+    let mut pos = (4 + small_len).next_multiple_of(4);
+    // Every entry takes at least ENTRY_FIXED bytes: bound the count before allocating.
+    let count = h.buffer_count as usize;
+    if count > meta.len().saturating_sub(pos) / ENTRY_FIXED {
+        return Err(trunc("buffer table claims more entries than fit"));
+    }
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let fixed = meta.get(pos..pos + ENTRY_FIXED).ok_or(trunc("buffer entry runs past the meta"))?;
+        let kind = backend_from_code(fixed[0])?;
+        let alt_code = fixed[1];
+        let dlen = u16::from_le_bytes([fixed[2], fixed[3]]) as usize;
+        let alen = u16::from_le_bytes([fixed[4], fixed[5]]) as usize;
+        pos += ENTRY_FIXED;
+        let descriptor = meta.get(pos..pos + dlen).ok_or(trunc("descriptor runs past the meta"))?.to_vec();
+        pos += dlen;
+        let alt_desc = meta.get(pos..pos + alen).ok_or(trunc("alternative runs past the meta"))?;
+        pos = (pos + alen).next_multiple_of(4);
+        let alt = if alt_code == NO_ALT { None } else { Some((backend_from_code(alt_code)?, alt_desc.to_vec())) };
+        entries.push(Entry { kind, descriptor, alt });
+    }
+    Ok(Meta { small, entries })
+}
+
+/// Reads buffer-field ordinals and hands out the buffers the subscriber imported.
+pub(crate) struct ImportedBuffers {
+    pub buffers: Vec<Option<RawBuffer>>,
+}
+
+impl BufferDecoder for ImportedBuffers {
+    fn read_buffer(&mut self, r: &mut CdrReader<'_>, _: ElementInfo) -> Result<RawBuffer, DecodeError> {
+        let i = r.read_u32()? as usize;
+        match self.buffers.get_mut(i).map(Option::take) {
+            Some(Some(b)) => Ok(b),
+            Some(None) => Err(r.error(DecodeErrorKind::Buffer(format!("buffer {i} is referenced twice")))),
+            None => Err(r.error(DecodeErrorKind::Buffer(format!(
+                "buffer {i} is not in the table of {} entries",
+                self.buffers.len()
+            )))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use freight_msg::msgs::sensor_msgs::Image;
+
+    fn sample_frame() -> Vec<u8> {
+        let entries = vec![Entry {
+            kind: BackendKind::FakeDevice,
+            descriptor: vec![1, 2, 3],
+            alt: Some((BackendKind::Shm, vec![9; 16])),
+        }];
+        let meta = encode_meta(&Image { encoding: "bgra8".into(), ..Default::default() }, &entries).unwrap();
+        let mut f = vec![0u8; HEADER_LEN + meta.len()];
+        Header {
+            type_hash: 7,
+            publisher_id: 1,
+            sequence: 2,
+            publish_time_ns: 3,
+            meta_len: meta.len() as u32,
+            buffer_count: 1,
+        }
+        .write(&mut f);
+        f[HEADER_LEN..].copy_from_slice(&meta);
+        f
+    }
+
+    #[test]
+    fn meta_round_trips() {
+        let f = sample_frame();
+        let h = Header::read(&f).unwrap();
+        assert_eq!((h.type_hash, h.sequence, h.buffer_count), (7, 2, 1));
+        let m = decode_meta(&f, &h).unwrap();
+        assert_eq!(m.entries[0].descriptor, vec![1, 2, 3]);
+        assert_eq!(m.entries[0].alt, Some((BackendKind::Shm, vec![9; 16])));
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_is_an_error_or_harmless() {
+        let f = sample_frame();
+        for cut in 0..f.len() {
+            let g = &f[..cut];
+            if let Ok(h) = Header::read(g) {
+                assert!(decode_meta(g, &h).is_err(), "truncated frame of {cut} bytes decoded");
+            }
+        }
+        for i in 0..f.len() {
+            let mut g = f.clone();
+            g[i] ^= 0xff;
+            if let Ok(h) = Header::read(&g) {
+                let _ = decode_meta(&g, &h); // must not panic
+            }
+        }
+    }
+
+    #[test]
+    fn huge_buffer_count_is_refused_before_allocating() {
+        let mut f = sample_frame();
+        f[44..48].copy_from_slice(&u32::MAX.to_le_bytes());
+        let h = Header::read(&f).unwrap();
+        assert!(matches!(decode_meta(&f, &h), Err(FrameError::Truncated { .. })));
+    }
+}

@@ -1,0 +1,65 @@
+//! freight: zero-copy publish/subscribe for large ROS 2 messages.
+//!
+//! * **In one process** subscriptions share the publisher's buffer by pointer,
+//!   for any number of them.
+//! * **Between processes** messages live in shared memory (iceoryx2); only the
+//!   sample's offset moves. Sizes may change from message to message (a 72 MB
+//!   image after a run of 1 MB ones just works); there is no daemon.
+//! * **Memory backends** are negotiated per subscriber: each says which
+//!   backends it accepts, the publisher sends descriptors of its memory to those
+//!   that accept it and one host copy for the others — never an empty buffer.
+//!
+//! The API follows rclcpp's names; memory handling follows iceoryx2 (typestate
+//! loans).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use freight::{Context, QoS};
+//! use freight::msgs::sensor_msgs::Image;
+//!
+//! let ctx = Context::new()?;
+//! let node = ctx.create_node("camera")?;
+//! let publisher = node.create_publisher::<Image>("image", QoS::sensor_data())?;
+//! let subscription = node.create_subscription::<Image>("image", QoS::sensor_data())?;
+//!
+//! let mut img = publisher.loan(640 * 480 * 3)?.write_from_fn(|i| (i % 251) as u8);
+//! img.width = 640;
+//! img.height = 480;
+//! img.encoding = "rgb8".into();
+//! img.step = 640 * 3;
+//! publisher.publish(img)?;
+//!
+//! let received = subscription.take(Duration::from_secs(1))?.expect("a frame");
+//! assert_eq!(received.data.len(), 640 * 480 * 3);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod clock;
+mod context;
+pub mod endpoint;
+mod error;
+mod executor;
+mod frame;
+mod loan;
+pub mod names;
+mod publisher;
+pub mod qos;
+mod sample;
+mod subscription;
+mod topic;
+mod waitset;
+
+pub use context::{Context, ContextBuilder, Limits, Node};
+pub use endpoint::WaitMode;
+pub use error::{ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
+pub use executor::{Executor, StopHandle};
+pub use frame::FrameError;
+pub use freight_backend as backend;
+pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message};
+pub use loan::{Loan, LoanUninit};
+pub use publisher::{Publisher, PublisherOptions};
+pub use qos::{Durability, History, QoS, Reliability};
+pub use sample::{MessageInfo, Sample, Transport};
+pub use subscription::{Subscription, SubscriptionOptions};
+pub use waitset::{WaitOutcome, WaitSet};

@@ -1,0 +1,648 @@
+//! Publishers: lend memory, fill it, publish it.
+//!
+//! The data path of one message:
+//!
+//! 1. [`Publisher::loan`] looks at who subscribes (their port names say which
+//!    backends they accept and how they wait; see [`crate::endpoint`]) and picks
+//!    a **route**: *intra* (a heap frame handed to in-process subscriptions by
+//!    pointer) when nobody outside this process listens, else *shm* (an iceoryx2
+//!    sample every subscriber maps). Buffers go in the frame, or in the
+//!    publisher's device pool when it publishes from one.
+//! 2. The user writes the buffers in place and sets the small fields.
+//! 3. [`Publisher::publish`] encodes the small fields and the buffer table into
+//!    the frame's meta region and sends it. Device buffers get a host copy in the
+//!    frame, made once, only when some subscriber cannot take the device memory.
+
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use freight_backend::{Backend, FrameMemory, FrameSlot, HeapFrame};
+use freight_msg::{BackendKind, Message, RawBuffer};
+use iceoryx2::port::update_connections::UpdateConnections;
+use iceoryx2::port::{BackpressureAction, BackpressureInfo};
+use iceoryx2::prelude::*;
+
+use crate::context::Node;
+use crate::endpoint::{SubscriberAd, WaitMode};
+use crate::error::{CreateError, LoanError, PublishError};
+use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
+use crate::loan::{Loan, LoanUninit, LoanedBuffer};
+use crate::qos::{Durability, QoS, Reliability};
+use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
+
+type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], ()>;
+type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
+type Notifier = iceoryx2::port::notifier::Notifier<Ipc>;
+
+/// How often the publisher re-reads the subscriber list even when the count of
+/// subscribers did not change (one left and another joined).
+const PEER_REFRESH: Duration = Duration::from_millis(100);
+
+/// Options of a publisher beyond QoS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublisherOptions {
+    /// Where loaned buffers live. `Shm` (the default) lends shared memory, or
+    /// heap memory when every subscriber is in this process. A device backend
+    /// (`FakeDevice`, later `Cuda`) lends device memory; subscribers that cannot
+    /// take it receive a host copy.
+    pub backend: BackendKind,
+    /// Bytes a loan reserves for the small fields and the buffer table.
+    pub meta_reserve: usize,
+}
+
+impl Default for PublisherOptions {
+    fn default() -> Self {
+        PublisherOptions { backend: BackendKind::Shm, meta_reserve: 4096 }
+    }
+}
+
+/// Which way a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Heap frame, to in-process subscriptions only.
+    Intra,
+    /// iceoryx2 sample, to every subscription.
+    Shm,
+}
+
+/// The subscribers as last read from the service.
+#[derive(Default)]
+struct Peers {
+    count: usize,
+    refreshed: Option<Instant>,
+    subs: Vec<SubscriberAd>,
+    any_remote: bool,
+    any_blocking: bool,
+}
+
+/// A frame being written.
+pub(crate) enum FrameMut {
+    Heap(Vec<u8>),
+    Shm(IoxSampleUninit),
+}
+
+impl FrameMut {
+    fn base(&mut self) -> *mut u8 {
+        match self {
+            FrameMut::Heap(v) => v.as_mut_ptr(),
+            FrameMut::Shm(s) => s.payload_mut().as_mut_ptr().cast(),
+        }
+    }
+
+    pub(crate) fn slot(&mut self, offset: usize, len: usize) -> FrameSlot {
+        // SAFETY: callers pass regions computed by `layout`, inside the frame.
+        FrameSlot { offset, ptr: unsafe { self.base().add(offset) }, len }
+    }
+
+    fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+        // SAFETY: the header and meta regions lie inside the frame (`layout`
+        // reserved them) and no block of the loan overlaps them.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len()) }
+    }
+}
+
+/// Offsets of one frame.
+struct Layout {
+    slots: Vec<usize>,
+    total: usize,
+}
+
+fn layout(meta_len: usize, in_frame_lens: &[usize]) -> Layout {
+    let mut at = (HEADER_LEN + meta_len).next_multiple_of(DATA_ALIGN);
+    let slots = in_frame_lens
+        .iter()
+        .map(|len| {
+            let s = at;
+            at = (at + len).next_multiple_of(DATA_ALIGN);
+            s
+        })
+        .collect();
+    Layout { slots, total: at }
+}
+
+/// A heap frame that returns its memory to the publisher's pool when the last
+/// subscriber drops it: allocating fresh pages per message costs more than a
+/// copy (page faults), so intra-process frames are recycled.
+#[derive(Debug)]
+struct PooledFrame {
+    frame: HeapFrame,
+    pool: std::sync::Weak<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl FrameMemory for PooledFrame {
+    fn bytes(&self) -> &[u8] {
+        self.frame.bytes()
+    }
+    fn is_process_local(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for PooledFrame {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            let mut p = lock(&pool);
+            if p.len() < 4 {
+                p.push(std::mem::take(&mut self.frame.0));
+            }
+        }
+    }
+}
+
+pub(crate) struct PublisherInner {
+    node: Node,
+    topic: String,
+    qos: QoS,
+    options: PublisherOptions,
+    local: Arc<LocalTopic>,
+    services: TopicServices,
+    iox: IoxPublisher,
+    notifier: Notifier,
+    peers: Mutex<Peers>,
+    receivers: Arc<Mutex<std::collections::HashMap<u128, Reliability>>>,
+    failed: Arc<AtomicUsize>,
+    id: u64,
+    sequence: AtomicU64,
+    pool: Option<Arc<dyn Backend>>,
+    heap_frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    pid: u32,
+    /// Subscribers seen by the last history hand-out (transient local only).
+    latched_subscribers: AtomicUsize,
+}
+
+/// Publishes messages of type `M` on one topic.
+///
+/// ```no_run
+/// use freight::{Context, QoS};
+/// use freight::msgs::sensor_msgs::Image;
+/// let node = Context::new()?.create_node("camera")?;
+/// let publisher = node.create_publisher::<Image>("image", QoS::sensor_data())?;
+/// let (w, h) = (3840, 2160);
+/// let loan = publisher.loan(w * h * 4)?;          // uninitialised shared memory
+/// let mut img = loan.write_from_fn(|i| i as u8);  // now it can be published
+/// img.width = w as u32;
+/// img.height = h as u32;
+/// img.step = 4 * w as u32;
+/// img.encoding = "bgra8".into();
+/// publisher.publish(img)?;                       // moves; no byte is copied
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub struct Publisher<M: Message> {
+    inner: Arc<PublisherInner>,
+    _type: PhantomData<fn(M)>,
+}
+
+impl<M: Message> std::fmt::Debug for Publisher<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Publisher<{}>({})", M::TYPE_NAME, self.inner.topic)
+    }
+}
+
+impl<M: Message> Publisher<M> {
+    pub(crate) fn create(node: &Node, topic: &str, qos: QoS, options: PublisherOptions) -> Result<Self, CreateError> {
+        let ctx = &node.inner.ctx.inner;
+        let limits = ctx.limits;
+        let depth = qos.depth(limits.max_depth);
+        if depth > limits.max_depth {
+            return Err(CreateError::OverLimit { what: "history depth", asked: depth, limit: limits.max_depth });
+        }
+        let pool = match options.backend {
+            BackendKind::Shm | BackendKind::Cpu => None,
+            k => Some(ctx.backend(k).ok_or(CreateError::BackendUnavailable(k))?),
+        };
+        let local = local_topic(ctx.domain_id, topic, M::TYPE_NAME)?;
+        let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
+        let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
+
+        let receivers: Arc<Mutex<std::collections::HashMap<u128, Reliability>>> = Arc::default();
+        let failed = Arc::new(AtomicUsize::new(0));
+        let handler = {
+            let receivers = receivers.clone();
+            let failed = failed.clone();
+            let reliability = qos.reliability;
+            let max_wait = qos.max_blocking_time;
+            move |info: &BackpressureInfo| -> BackpressureAction {
+                let theirs = lock(&receivers).get(&info.receiver_port_id).copied();
+                if reliability == Reliability::BestEffort || theirs == Some(Reliability::BestEffort) {
+                    return BackpressureAction::DiscardData;
+                }
+                if info.elapsed_time < max_wait {
+                    std::thread::yield_now();
+                    return BackpressureAction::Retry;
+                }
+                failed.fetch_add(1, Ordering::Relaxed);
+                BackpressureAction::DiscardDataAndFail
+            }
+        };
+        let name = format!(
+            "fp1;{};{};{}",
+            std::process::id(),
+            if qos.reliability == Reliability::Reliable { 'r' } else { 'b' },
+            options.backend.name()
+        );
+        let iox = services
+            .data
+            .publisher_builder()
+            .name(&PortName::new(&name).map_err(|e| shm_err(format!("{e:?}")))?)
+            .initial_max_slice_len(HEADER_LEN + options.meta_reserve + 4096)
+            .allocation_strategy(AllocationStrategy::PowerOfTwo)
+            .max_loaned_samples(4)
+            .set_backpressure_handler(handler)
+            .create()
+            .map_err(|e| shm_err(format!("{e:?}")))?;
+        let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
+        let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
+        Ok(Publisher {
+            inner: Arc::new(PublisherInner {
+                node: node.clone(),
+                topic: topic.into(),
+                qos,
+                options,
+                local,
+                services,
+                iox,
+                notifier,
+                peers: Mutex::new(Peers::default()),
+                receivers,
+                failed,
+                id,
+                sequence: AtomicU64::new(0),
+                pool,
+                heap_frames: Arc::default(),
+                pid: std::process::id(),
+                latched_subscribers: AtomicUsize::new(0),
+            }),
+            _type: PhantomData,
+        })
+        .inspect(|p| {
+            if qos.durability == Durability::TransientLocal {
+                latch::register(&p.inner);
+            }
+        })
+    }
+
+    /// The topic, fully qualified.
+    pub fn topic_name(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The QoS.
+    pub fn qos(&self) -> QoS {
+        self.inner.qos
+    }
+
+    /// The node this publisher belongs to.
+    pub fn node(&self) -> &Node {
+        &self.inner.node
+    }
+
+    /// Subscriptions currently matched, in any process.
+    pub fn subscription_count(&self) -> usize {
+        self.inner.services.data.dynamic_config().number_of_subscribers()
+    }
+
+    /// Lends memory for a message whose one buffer field holds `len` bytes.
+    pub fn loan(&self, len: usize) -> Result<LoanUninit<M>, LoanError> {
+        self.loan_buffers(&[len])
+    }
+
+    /// Lends memory for a message with one length per buffer field, in
+    /// declaration order. The message's small fields start at their defaults.
+    pub fn loan_buffers(&self, lens: &[usize]) -> Result<LoanUninit<M>, LoanError> {
+        let mut msg = M::default();
+        let expected = msg.buffer_count();
+        if expected != lens.len() {
+            return Err(LoanError::BufferCount { type_name: M::TYPE_NAME, expected, given: lens.len() });
+        }
+        let inner = &self.inner;
+        let route = inner.route();
+        let host = inner.host_backend(route);
+        let (device_readers, host_readers) = inner.readers(route, inner.options.backend);
+        let needs_host_copy = inner.pool.is_some() && host_readers > 0;
+        let in_frame: Vec<usize> =
+            lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
+        let lay = layout(inner.options.meta_reserve, &in_frame);
+        inner.check_size(lay.total)?;
+        let mut frame = inner.alloc_frame(route, lay.total)?;
+        let mut buffers = Vec::with_capacity(lens.len());
+        for (i, &len) in lens.iter().enumerate() {
+            let slot = frame.slot(lay.slots[i], len);
+            let b = match &inner.pool {
+                None => LoanedBuffer { block: host.allocate(len, Some(slot))?, backend: host.clone(), host_copy: None },
+                Some(pool) => LoanedBuffer {
+                    block: pool.allocate(len, None)?,
+                    backend: pool.clone(),
+                    host_copy: needs_host_copy.then_some(slot),
+                },
+            };
+            buffers.push(b);
+        }
+        let kind = inner.pool.as_ref().map_or(host.kind(), |p| p.kind());
+        let mut slot = 0u32;
+        msg.visit_buffers_mut(&mut |raw| {
+            *raw = RawBuffer::loan_slot(slot, lens[slot as usize], kind);
+            slot += 1;
+        });
+        Ok(LoanUninit::new(msg, frame, buffers, route, device_readers))
+    }
+
+    /// Publishes a loan that has been written. The memory moves to the
+    /// subscribers; nothing is copied (but a host copy of device buffers for
+    /// subscribers that cannot take device memory).
+    pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
+        let (msg, mut frame, buffers, route, device_readers) = loan.into_parts();
+        let mut ordinal = 0usize;
+        let mut foreign = None;
+        msg.visit_buffers(&mut |raw| {
+            if raw.as_loan_slot() != Some(ordinal as u32) {
+                foreign.get_or_insert(ordinal);
+            }
+            ordinal += 1;
+        });
+        if let Some(ordinal) = foreign {
+            return Err(PublishError::BufferNotFromLoan { ordinal });
+        }
+        let inner = &self.inner;
+        let host = inner.host_backend(route);
+        let mut entries = Vec::with_capacity(buffers.len());
+        for b in buffers {
+            let is_pool = !b.backend.in_frame();
+            let extra = u32::from(is_pool && b.host_copy.is_some());
+            let descriptor = b
+                .backend
+                .export(b.block, if is_pool { device_readers + extra } else { 0 })
+                .map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            let alt = match b.host_copy {
+                Some(slot) => Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
+                None => None,
+            };
+            entries.push(Entry { kind: b.backend.kind(), descriptor: descriptor.as_bytes().to_vec(), alt });
+        }
+        let meta = encode_meta(&msg, &entries)?;
+        if meta.len() > inner.options.meta_reserve {
+            return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: inner.options.meta_reserve });
+        }
+        inner.write_header_and_meta(frame_header::<M>(inner, &meta, entries.len()), &meta, &mut frame);
+        inner.deliver(frame, route)
+    }
+
+    /// Publishes a message held in ordinary memory: its buffers are copied once
+    /// into the frame (shared memory, or heap for in-process subscribers).
+    pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
+        let inner = &self.inner;
+        let route = inner.route();
+        let host = inner.host_backend(route);
+        let mut sources: Vec<&RawBuffer> = Vec::new();
+        msg.visit_buffers(&mut |raw| sources.push(raw));
+        let lens: Vec<usize> = sources.iter().map(|r| r.len_bytes()).collect();
+        // Descriptor sizes do not depend on offsets, so the meta length is
+        // known before the layout: encode once with placeholders.
+        let placeholder: Vec<Entry> =
+            lens.iter().map(|_| Entry { kind: host.kind(), descriptor: vec![0; 16], alt: None }).collect();
+        let meta_len = encode_meta(msg, &placeholder)?.len();
+        let lay = layout(meta_len, &lens);
+        inner.check_size(lay.total)?;
+        let mut frame = inner.alloc_frame(route, lay.total)?;
+        let mut entries = Vec::with_capacity(sources.len());
+        for (i, src) in sources.iter().enumerate() {
+            let mut block = host.allocate(lens[i], Some(frame.slot(lay.slots[i], lens[i]))).map_err(LoanError::from)?;
+            match src.host_bytes() {
+                Some(bytes) => block.write_from_host(0, bytes).map_err(LoanError::from)?,
+                None => {
+                    let bytes = src.to_host_vec().map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+                    block.write_from_host(0, &bytes).map_err(LoanError::from)?
+                }
+            }
+            let d = host.export(block, 0).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            entries.push(Entry { kind: host.kind(), descriptor: d.as_bytes().to_vec(), alt: None });
+        }
+        let meta = encode_meta(msg, &entries)?;
+        debug_assert_eq!(meta.len(), meta_len);
+        inner.write_header_and_meta(frame_header::<M>(inner, &meta, entries.len()), &meta, &mut frame);
+        inner.deliver(frame, route)
+    }
+}
+
+fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize) -> Header {
+    Header {
+        type_hash: M::TYPE_HASH,
+        publisher_id: inner.id,
+        sequence: inner.sequence.fetch_add(1, Ordering::Relaxed),
+        publish_time_ns: crate::clock::monotonic_ns(),
+        meta_len: meta.len() as u32,
+        buffer_count: buffers as u32,
+    }
+}
+
+impl PublisherInner {
+    /// Re-reads the subscriber list when it changed (or is old) and returns the route.
+    fn route(&self) -> Route {
+        let n = self.services.data.dynamic_config().number_of_subscribers();
+        let mut peers = lock(&self.peers);
+        let stale = peers.refreshed.is_none_or(|t| t.elapsed() > PEER_REFRESH);
+        if n != peers.count || stale {
+            let mut subs = Vec::with_capacity(n);
+            let mut receivers = std::collections::HashMap::with_capacity(n);
+            self.services.data.dynamic_config().list_subscribers(|d| {
+                if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
+                    receivers.insert(d.subscriber_id.value(), ad.reliability);
+                    subs.push(ad);
+                }
+                CallbackProgression::Continue
+            });
+            peers.any_remote = subs.iter().any(|s| s.pid != self.pid);
+            peers.any_blocking = subs.iter().any(|s| s.wait == WaitMode::Block);
+            peers.subs = subs;
+            peers.count = n;
+            peers.refreshed = Some(Instant::now());
+            *lock(&self.receivers) = receivers;
+        }
+        // Transient-local data must outlive this process's subscribers, so it
+        // always goes through the service, which keeps the history.
+        if peers.any_remote || self.qos.durability == Durability::TransientLocal {
+            Route::Shm
+        } else {
+            Route::Intra
+        }
+    }
+
+    fn hand_out_history(&self) {
+        let n = self.services.data.dynamic_config().number_of_subscribers();
+        if self.latched_subscribers.swap(n, Ordering::Relaxed) != n {
+            // Failures here leave the late joiner without history until the
+            // next publish, which retries; nothing to report to anyone.
+            let _ = self.iox.update_connections();
+            let _ = self.notifier.notify();
+        }
+    }
+
+    /// Subscribers on `route` that accept `kind`, and those that do not.
+    fn readers(&self, route: Route, kind: BackendKind) -> (u32, u32) {
+        let count = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
+            ads.fold((0, 0), |(yes, no), ad| if ad.accepts.contains(kind) { (yes + 1, no) } else { (yes, no + 1) })
+        };
+        match route {
+            Route::Intra => count(&mut self.local.subscribers().iter().map(|q| q.ad)),
+            Route::Shm => count(&mut lock(&self.peers).subs.clone().into_iter()),
+        }
+    }
+
+    fn host_backend(&self, route: Route) -> Arc<dyn Backend> {
+        let ctx = &self.node.inner.ctx.inner;
+        let kind = if route == Route::Shm { BackendKind::Shm } else { BackendKind::Cpu };
+        ctx.backend(kind).expect("cpu and shm are always available")
+    }
+
+    fn check_size(&self, total: usize) -> Result<(), LoanError> {
+        let max = self.node.inner.ctx.inner.limits.max_message_bytes;
+        if total > max {
+            return Err(LoanError::TooLarge { len: total, max });
+        }
+        Ok(())
+    }
+
+    fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
+        match route {
+            Route::Intra => {
+                let reused = {
+                    let mut pool = lock(&self.heap_frames);
+                    let at = pool.iter().position(|v| v.capacity() >= total);
+                    at.map(|i| pool.swap_remove(i))
+                };
+                let mut v = reused.unwrap_or_default();
+                v.resize(total, 0);
+                Ok(FrameMut::Heap(v))
+            }
+            Route::Shm => {
+                let s = self.iox.loan_slice_uninit(total).map_err(|e| LoanError::SharedMemory(format!("{e:?}")))?;
+                Ok(FrameMut::Shm(s))
+            }
+        }
+    }
+
+    /// Copies a device block to the host region `slot` of the frame, once, for
+    /// every subscriber that cannot take device memory; returns its descriptor.
+    fn host_copy(
+        &self,
+        device: &Arc<dyn Backend>,
+        host: &Arc<dyn Backend>,
+        descriptor: &[u8],
+        slot: FrameSlot,
+    ) -> Result<Vec<u8>, PublishError> {
+        let fail = |e: String| PublishError::SharedMemory(format!("device-to-host copy: {e}"));
+        let len = slot.len;
+        let none: freight_backend::Frame = Arc::new(HeapFrame(Vec::new()));
+        let storage = device.import(&none, descriptor).map_err(|e| fail(e.to_string()))?;
+        let mut block = host.allocate(len, Some(slot)).map_err(|e| fail(e.to_string()))?;
+        let dst = block.host_mut().ok_or_else(|| fail("host backend has no host memory".into()))?;
+        // SAFETY: u8 has no invalid values; `copy_to_host` writes every byte of
+        // the slice before anyone reads it.
+        let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+        storage.copy_to_host(dst).map_err(|e| fail(e.to_string()))?;
+        drop(storage);
+        let d = host.export(block, 0).map_err(|e| fail(e.to_string()))?;
+        Ok(d.as_bytes().to_vec())
+    }
+
+    fn write_header_and_meta(&self, header: Header, meta: &[u8], frame: &mut FrameMut) {
+        let mut h = [0u8; HEADER_LEN];
+        header.write(&mut h);
+        frame.write_at(0, &h);
+        frame.write_at(HEADER_LEN, meta);
+    }
+
+    fn deliver(&self, frame: FrameMut, route: Route) -> Result<(), PublishError> {
+        let mut missed = 0;
+        let mut wake = false;
+        match frame {
+            FrameMut::Heap(bytes) => {
+                let frame: freight_backend::Frame =
+                    Arc::new(PooledFrame { frame: HeapFrame(bytes), pool: Arc::downgrade(&self.heap_frames) });
+                for q in self.local.subscribers() {
+                    match deliver_intra(&q, &frame, self.qos) {
+                        Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
+                        Delivery::Skipped => {}
+                        Delivery::TimedOut => missed += 1,
+                    }
+                }
+            }
+            FrameMut::Shm(sample) => {
+                self.failed.store(0, Ordering::Relaxed);
+                // SAFETY: every byte of the sample is initialized: header and
+                // meta were written above, buffers through the typestate loan
+                // or the copy, and padding is shared memory that the kernel
+                // zero-filled when first mapped or that held an earlier frame.
+                let sample = unsafe { sample.assume_init() };
+                match sample.send() {
+                    Ok(_) => {}
+                    Err(iceoryx2::port::SendError::UnableToDeliver) => {
+                        missed = self.failed.load(Ordering::Relaxed).max(1)
+                    }
+                    Err(e) => return Err(PublishError::SharedMemory(format!("{e:?}"))),
+                }
+                wake = lock(&self.peers).any_blocking;
+            }
+        }
+        debug_assert!(route == Route::Shm || missed == 0 || self.qos.reliability == Reliability::Reliable);
+        if wake {
+            // A failed wake-up leaves data queued; the subscriber sees it on its
+            // next wait, so it is not an error of this publish.
+            let _ = self.notifier.notify();
+        }
+        if missed > 0 {
+            return Err(PublishError::QueueFull { subscribers: missed });
+        }
+        Ok(())
+    }
+}
+
+/// Hands transient-local history to late subscribers of idle publishers.
+///
+/// iceoryx2 delivers a publisher's history when the publisher updates its
+/// connections, which it does on its next send; a latched topic (a map, a
+/// robot description) may never send again. One thread per process looks at
+/// such publishers every 20 ms and updates them when their subscribers change.
+mod latch {
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    use std::time::Duration;
+
+    use super::PublisherInner;
+    use crate::topic::lock;
+
+    fn publishers() -> &'static Mutex<Vec<Weak<PublisherInner>>> {
+        static P: OnceLock<Mutex<Vec<Weak<PublisherInner>>>> = OnceLock::new();
+        P.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("freight-latch".into())
+                .spawn(|| loop {
+                    std::thread::sleep(Duration::from_millis(20));
+                    let live: Vec<Arc<PublisherInner>> = {
+                        let mut p = lock(publishers());
+                        p.retain(|w| w.strong_count() > 0);
+                        p.iter().filter_map(Weak::upgrade).collect()
+                    };
+                    live.iter().for_each(|p| p.hand_out_history());
+                })
+                .expect("spawning the freight-latch thread");
+            Mutex::default()
+        })
+    }
+
+    pub(super) fn register(p: &Arc<PublisherInner>) {
+        lock(publishers()).push(Arc::downgrade(p));
+    }
+}
+
+fn deliver_intra(q: &IntraQueue, frame: &freight_backend::Frame, qos: QoS) -> Delivery {
+    if qos.reliability == Reliability::BestEffort && q.ad.reliability == Reliability::Reliable {
+        // A best-effort publisher never waits, whatever the subscriber asked.
+        return match q.push(frame.clone(), Duration::ZERO) {
+            Delivery::TimedOut => Delivery::Skipped,
+            d => d,
+        };
+    }
+    q.push(frame.clone(), qos.max_blocking_time)
+}

@@ -1,0 +1,199 @@
+//! A topic on the local plane: its iceoryx2 services and its in-process
+//! subscriptions.
+//!
+//! Each topic is two iceoryx2 services: `freight/<domain><topic>`, a `[u8]`
+//! publish-subscribe service carrying frames, and `freight-wake/<domain><topic>`,
+//! an event service that wakes subscriptions that block. The message type is an
+//! attribute of the data service, so a publisher of another type is refused
+//! when it opens the topic, in any process.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use freight_backend::Frame;
+use iceoryx2::prelude::*;
+use iceoryx2::service::attribute::{AttributeKey, AttributeValue, AttributeVerifier};
+use iceoryx2::service::builder::publish_subscribe::PublishSubscribeOpenOrCreateError;
+
+use crate::context::Limits;
+use crate::endpoint::SubscriberAd;
+use crate::error::CreateError;
+use crate::qos::Reliability;
+
+/// The iceoryx2 service flavour: thread-safe ports, so endpoints are `Send + Sync`.
+pub(crate) type Ipc = ipc_threadsafe::Service;
+pub(crate) type DataService = iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], ()>;
+pub(crate) type EventService = iceoryx2::service::port_factory::event::PortFactory<Ipc>;
+
+const TYPE_KEY: &str = "freight.type";
+const HASH_KEY: &str = "freight.type_hash";
+
+/// Locks a mutex, recovering the data if another thread panicked while holding
+/// it: the queues it guards stay consistent at every await point.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The two iceoryx2 services of a topic, opened by one node.
+pub(crate) struct TopicServices {
+    pub data: DataService,
+    pub event: EventService,
+}
+
+pub(crate) fn open_services(
+    node: &iceoryx2::node::Node<Ipc>,
+    domain: u32,
+    topic: &str,
+    type_name: &'static str,
+    type_hash: u64,
+    limits: &Limits,
+) -> Result<TopicServices, CreateError> {
+    let shm_err = |reason: String| CreateError::SharedMemory { topic: topic.into(), reason };
+    let data_name = ServiceName::new(&format!("freight/{domain}{topic}")).map_err(|e| shm_err(format!("{e:?}")))?;
+    let hash = format!("{type_hash:016x}");
+    let attr = |k: &str, v: &str| -> Result<(AttributeKey, AttributeValue), CreateError> {
+        Ok((k.try_into().map_err(|e| shm_err(format!("{e:?}")))?, v.try_into().map_err(|e| shm_err(format!("{e:?}")))?))
+    };
+    let (tk, tv) = attr(TYPE_KEY, type_name)?;
+    let (hk, hv) = attr(HASH_KEY, &hash)?;
+    let verifier = AttributeVerifier::new()
+        .require(&tk, &tv)
+        .and_then(|v| v.require(&hk, &hv))
+        .map_err(|e| shm_err(format!("{e:?}")))?;
+    let data = node
+        .service_builder(&data_name)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(limits.max_publishers)
+        .max_subscribers(limits.max_subscriptions)
+        .subscriber_max_buffer_size(limits.max_depth)
+        .history_size(limits.max_depth)
+        .subscriber_max_borrowed_samples(limits.max_held_samples)
+        // Full queues are handled per subscriber by the publisher's
+        // backpressure handler (reliable waits, best effort skips).
+        .enable_safe_overflow(false)
+        .open_or_create_with_attributes(&verifier)
+        .map_err(|e| match e {
+            PublishSubscribeOpenOrCreateError::PublishSubscribeOpenError(
+                iceoryx2::service::builder::publish_subscribe::PublishSubscribeOpenError::IncompatibleAttributes,
+            ) => CreateError::WrongType {
+                topic: topic.into(),
+                existing: existing_type(node, &data_name).unwrap_or_else(|| "another type".into()),
+                requested: type_name,
+            },
+            e => shm_err(format!("{e:?}")),
+        })?;
+    let event_name =
+        ServiceName::new(&format!("freight-wake/{domain}{topic}")).map_err(|e| shm_err(format!("{e:?}")))?;
+    let event = node
+        .service_builder(&event_name)
+        .event()
+        .max_notifiers(limits.max_publishers)
+        .max_listeners(limits.max_subscriptions)
+        .open_or_create()
+        .map_err(|e| shm_err(format!("{e:?}")))?;
+    Ok(TopicServices { data, event })
+}
+
+fn existing_type(node: &iceoryx2::node::Node<Ipc>, name: &ServiceName) -> Option<String> {
+    let svc = node.service_builder(name).publish_subscribe::<[u8]>().open().ok()?;
+    let key = TYPE_KEY.try_into().ok()?;
+    svc.attributes().key_value(&key, 0).map(|v| v.to_string())
+}
+
+/// What a topic's in-process subscriptions share with its in-process publishers.
+pub(crate) struct LocalTopic {
+    pub type_name: &'static str,
+    pub subs: Mutex<Vec<Weak<IntraQueue>>>,
+}
+
+impl LocalTopic {
+    /// The live in-process subscriptions.
+    pub(crate) fn subscribers(&self) -> Vec<Arc<IntraQueue>> {
+        let mut subs = lock(&self.subs);
+        subs.retain(|w| w.strong_count() > 0);
+        subs.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
+type Registry = Mutex<HashMap<(u32, String), Weak<LocalTopic>>>;
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// The process-wide record of `topic` in `domain`, created on first use.
+pub(crate) fn local_topic(domain: u32, topic: &str, type_name: &'static str) -> Result<Arc<LocalTopic>, CreateError> {
+    let mut reg = lock(registry());
+    reg.retain(|_, w| w.strong_count() > 0);
+    let key = (domain, topic.to_string());
+    if let Some(t) = reg.get(&key).and_then(Weak::upgrade) {
+        if t.type_name != type_name {
+            return Err(CreateError::WrongType {
+                topic: topic.into(),
+                existing: t.type_name.into(),
+                requested: type_name,
+            });
+        }
+        return Ok(t);
+    }
+    let t = Arc::new(LocalTopic { type_name, subs: Mutex::new(Vec::new()) });
+    reg.insert(key, Arc::downgrade(&t));
+    Ok(t)
+}
+
+/// An in-process subscription's queue of frames.
+pub(crate) struct IntraQueue {
+    pub ad: SubscriberAd,
+    depth: usize,
+    frames: Mutex<VecDeque<Frame>>,
+    space: Condvar,
+}
+
+/// Whether an in-process delivery went through.
+pub(crate) enum Delivery {
+    Delivered,
+    /// Best effort, queue full: skipped.
+    Skipped,
+    /// Reliable, queue stayed full for `max_blocking_time`.
+    TimedOut,
+}
+
+impl IntraQueue {
+    pub(crate) fn new(ad: SubscriberAd, depth: usize) -> Self {
+        IntraQueue { ad, depth, frames: Mutex::new(VecDeque::with_capacity(depth)), space: Condvar::new() }
+    }
+
+    /// Queues a frame following the subscription's reliability.
+    pub(crate) fn push(&self, frame: Frame, max_blocking_time: Duration) -> Delivery {
+        let mut q = lock(&self.frames);
+        if q.len() >= self.depth {
+            if self.ad.reliability == Reliability::BestEffort {
+                return Delivery::Skipped;
+            }
+            let deadline = Instant::now() + max_blocking_time;
+            while q.len() >= self.depth {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Delivery::TimedOut;
+                }
+                q = self.space.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        }
+        q.push_back(frame);
+        Delivery::Delivered
+    }
+
+    pub(crate) fn pop(&self) -> Option<Frame> {
+        let f = lock(&self.frames).pop_front();
+        if f.is_some() {
+            self.space.notify_one();
+        }
+        f
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        lock(&self.frames).is_empty()
+    }
+}

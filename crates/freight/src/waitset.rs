@@ -1,0 +1,111 @@
+//! Waiting on several subscriptions at once.
+
+use std::time::Duration;
+
+use freight_msg::Message;
+use iceoryx2::prelude::*;
+use iceoryx2::waitset::WaitSetRunResult;
+
+use crate::endpoint::WaitMode;
+use crate::error::WaitError;
+use crate::subscription::{Subscription, SubscriptionInner};
+use crate::topic::Ipc;
+
+/// What a wait ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// These entries (indices from [`WaitSet::add`]) have messages.
+    Ready(Vec<usize>),
+    /// Nothing came before the timeout.
+    Timeout,
+    /// A signal (Ctrl-C, SIGTERM) asked the process to stop.
+    Interrupted,
+}
+
+/// Waits until any of several subscriptions has a message.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use freight::{Context, WaitSet, WaitOutcome};
+/// use freight::msgs::sensor_msgs::{Image, PointCloud2};
+/// let node = Context::new()?.create_node("fusion")?;
+/// let images = node.create_subscription::<Image>("image", 5)?;
+/// let clouds = node.create_subscription::<PointCloud2>("points", 5)?;
+/// let mut ws = WaitSet::new();
+/// let (i, c) = (ws.add(&images), ws.add(&clouds));
+/// if let WaitOutcome::Ready(ready) = ws.wait(Duration::from_millis(100))? {
+///     if ready.contains(&i) { let _ = images.try_take()?; }
+///     if ready.contains(&c) { let _ = clouds.try_take()?; }
+/// }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Default)]
+pub struct WaitSet<'a> {
+    subs: Vec<&'a SubscriptionInner>,
+}
+
+impl<'a> WaitSet<'a> {
+    /// An empty wait-set.
+    pub fn new() -> Self {
+        WaitSet { subs: Vec::new() }
+    }
+
+    /// Adds a subscription; returns its index in [`WaitOutcome::Ready`].
+    pub fn add<M: Message>(&mut self, sub: &'a Subscription<M>) -> usize {
+        self.subs.push(&sub.inner);
+        self.subs.len() - 1
+    }
+
+    /// Waits up to `timeout` for a message on any entry.
+    pub fn wait(&self, timeout: Duration) -> Result<WaitOutcome, WaitError> {
+        wait_any(&self.subs, timeout)
+    }
+}
+
+fn ready(subs: &[&SubscriptionInner]) -> Vec<usize> {
+    subs.iter().enumerate().filter(|(_, s)| s.has_data()).map(|(i, _)| i).collect()
+}
+
+/// The wait shared by [`WaitSet`] and the executor. Busy-polls when any entry
+/// spins, else sleeps in one iceoryx2 wait-set over every entry's listener.
+pub(crate) fn wait_any(subs: &[&SubscriptionInner], timeout: Duration) -> Result<WaitOutcome, WaitError> {
+    let now = ready(subs);
+    if !now.is_empty() {
+        return Ok(WaitOutcome::Ready(now));
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    if subs.iter().any(|s| s.wait_mode() == WaitMode::Spin) {
+        while std::time::Instant::now() < deadline {
+            let r = ready(subs);
+            if !r.is_empty() {
+                return Ok(WaitOutcome::Ready(r));
+            }
+            std::hint::spin_loop();
+        }
+        return Ok(WaitOutcome::Timeout);
+    }
+    let ws = WaitSetBuilder::new().create::<Ipc>().map_err(|e| WaitError::System(format!("{e:?}")))?;
+    let _guards = subs
+        .iter()
+        .map(|s| ws.attach_notification(&s.listener))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| WaitError::System(format!("{e:?}")))?;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let run = ws
+            .wait_and_process_once_with_timeout(|_| CallbackProgression::Stop, left)
+            .map_err(|e| WaitError::System(format!("{e:?}")))?;
+        subs.iter().for_each(|s| s.drain_wakeups());
+        match run {
+            WaitSetRunResult::TerminationRequest | WaitSetRunResult::Interrupt => return Ok(WaitOutcome::Interrupted),
+            _ => {}
+        }
+        let r = ready(subs);
+        if !r.is_empty() {
+            return Ok(WaitOutcome::Ready(r));
+        }
+        if left.is_zero() || std::time::Instant::now() >= deadline {
+            return Ok(WaitOutcome::Timeout);
+        }
+    }
+}

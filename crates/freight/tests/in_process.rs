@@ -1,0 +1,279 @@
+//! Behaviour inside one process: intra-process zero copy, QoS, negotiation,
+//! executor and wait-set, and the errors bad arguments get.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use freight::msgs::sensor_msgs::{Image, PointCloud2};
+use freight::msgs::std_msgs::UInt8MultiArray;
+use freight::{
+    BackendKind, BackendSet, Buffer, Context, ContextBuilder, CreateError, Executor, Limits, LoanError, PublishError,
+    PublisherOptions, QoS, SubscriptionOptions, TakeError, Transport, WaitMode, WaitOutcome, WaitSet,
+};
+
+const T: Duration = Duration::from_secs(2);
+
+fn topic(name: &str) -> String {
+    format!("/test_{}_{name}", std::process::id())
+}
+
+fn node(name: &str) -> freight::Node {
+    Context::new().unwrap().create_node(name).unwrap()
+}
+
+#[test]
+fn intra_process_subscriptions_share_the_publishers_buffer() {
+    let n = node("intra");
+    let t = topic("intra");
+    let subs: Vec<_> = (0..3).map(|_| n.create_subscription::<UInt8MultiArray>(&t, 5).unwrap()).collect();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+    let loan = publisher.loan(1 << 20).unwrap();
+    assert_eq!(loan.backend(), BackendKind::Cpu, "nobody outside this process listens: heap memory");
+    publisher.publish(loan.write_from_fn(|i| (i % 256) as u8)).unwrap();
+    let got: Vec<_> = subs.iter().map(|s| s.take(T).unwrap().expect("message")).collect();
+    let addr = got[0].data.as_bytes().unwrap().as_ptr();
+    for s in &got {
+        assert_eq!(s.info().transport, Transport::Intra);
+        assert_eq!(s.backend(), BackendKind::Cpu);
+        assert_eq!(s.data.as_bytes().unwrap().as_ptr(), addr, "every subscription sees the same memory");
+        assert_eq!(s.data.as_bytes().unwrap()[1000], (1000 % 256) as u8);
+    }
+}
+
+#[test]
+fn publish_copy_delivers_every_field() {
+    let n = node("copy");
+    let t = topic("copy");
+    let sub = n.create_subscription::<Image>(&t, 5).unwrap();
+    let publisher = n.create_publisher::<Image>(&t, 5).unwrap();
+    let img = Image {
+        height: 2,
+        width: 3,
+        encoding: "rgb8".into(),
+        step: 9,
+        data: Buffer::from((0..18u8).collect::<Vec<_>>()),
+        ..Default::default()
+    };
+    publisher.publish_copy(&img).unwrap();
+    let got = sub.take(T).unwrap().unwrap();
+    assert_eq!(*got, img);
+}
+
+#[test]
+fn messages_of_any_size_arrive_in_order_including_empty_ones() {
+    let n = node("sizes");
+    let t = topic("sizes");
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, 10).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, 10).unwrap();
+    for len in [0usize, 1, 1 << 20, 3, 72_000_000, 1 << 20] {
+        let mut m = publisher.loan(len).unwrap().write_from_fn(|i| (i % 7) as u8);
+        m.layout.data_offset = len as u32;
+        publisher.publish(m).unwrap();
+        let got = sub.take(T).unwrap().unwrap();
+        assert_eq!(got.data.len(), len);
+        assert_eq!(got.layout.data_offset, len as u32);
+        if len > 0 {
+            assert_eq!(got.data.as_bytes().unwrap()[len - 1], ((len - 1) % 7) as u8);
+        }
+    }
+}
+
+#[test]
+fn best_effort_publisher_never_waits_for_a_slow_subscription() {
+    let n = node("slow_be");
+    let t = topic("slow_be");
+    let _slow = n.create_subscription::<UInt8MultiArray>(&t, QoS::sensor_data()).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, QoS::sensor_data()).unwrap();
+    let start = Instant::now();
+    for _ in 0..100 {
+        publisher.publish(publisher.loan(16).unwrap().write_from_fn(|_| 1)).unwrap();
+    }
+    assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+}
+
+#[test]
+fn reliable_publisher_reports_a_full_queue_after_its_blocking_time() {
+    let n = node("slow_rel");
+    let t = topic("slow_rel");
+    let qos = QoS::keep_last(2).with_max_blocking_time(Duration::from_millis(50));
+    let slow = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    for _ in 0..2 {
+        publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| 1)).unwrap();
+    }
+    let start = Instant::now();
+    let err = publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| 1)).unwrap_err();
+    assert!(matches!(err, PublishError::QueueFull { subscribers: 1 }), "{err}");
+    assert!(start.elapsed() >= Duration::from_millis(50));
+    // The subscription still has what was accepted.
+    assert!(slow.try_take().unwrap().is_some());
+    assert!(slow.try_take().unwrap().is_some());
+}
+
+#[test]
+fn transient_local_late_joiner_gets_the_last_n() {
+    let n = node("latch");
+    let t = topic("latch");
+    let qos = QoS::keep_last(3).transient_local();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    for i in 0..5u8 {
+        publisher.publish(publisher.loan(1).unwrap().write_from_fn(|_| i)).unwrap();
+    }
+    let late = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+    let got: Vec<u8> = std::iter::from_fn(|| late.take(Duration::from_millis(200)).unwrap())
+        .map(|s| s.data.as_bytes().unwrap()[0])
+        .collect();
+    assert_eq!(got, vec![2, 3, 4]);
+    let volatile = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(3)).unwrap();
+    assert!(volatile.take(Duration::from_millis(100)).unwrap().is_none(), "volatile gets no history");
+}
+
+#[test]
+fn fake_device_buffers_reach_accepting_subscriptions_and_host_copies_reach_the_rest() {
+    let n = node("fakedev");
+    let t = topic("fakedev");
+    let device_ok = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let cpu_only = SubscriptionOptions { accepted_backends: Some(BackendSet::CPU_ONLY), ..Default::default() };
+    let dev_sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, device_ok).unwrap();
+    let cpu_sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, cpu_only).unwrap();
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+    let mut loan = publisher.loan(4096).unwrap();
+    assert_eq!(loan.backend(), BackendKind::FakeDevice);
+    assert!(loan.buffer_uninit_mut(0).is_none(), "device memory is not host-addressable");
+    let payload: Vec<u8> = (0..4096).map(|i| (i * 7 % 256) as u8).collect();
+    publisher.publish(loan_write(&mut loan, &payload).then(|| unsafe { loan.assume_init() }).unwrap()).unwrap();
+
+    let dev = dev_sub.take(T).unwrap().unwrap();
+    assert_eq!(dev.backend(), BackendKind::FakeDevice);
+    assert!(dev.data.as_bytes().is_none());
+    assert_eq!(dev.data.to_vec().unwrap(), payload);
+
+    let cpu = cpu_sub.take(T).unwrap().unwrap();
+    assert_eq!(cpu.backend(), BackendKind::Cpu);
+    assert_eq!(cpu.data.as_bytes().unwrap(), &payload[..], "the fallback carries the same bytes, never empty");
+}
+
+fn loan_write(loan: &mut freight::LoanUninit<UInt8MultiArray>, payload: &[u8]) -> bool {
+    loan.write_buffer_from_host(0, 0, payload).is_ok()
+}
+
+#[test]
+fn executor_runs_callbacks_and_waitset_reports_the_ready_subscription() {
+    let n = node("exec");
+    let (ta, tb) = (topic("exec_a"), topic("exec_b"));
+    let pa = n.create_publisher::<UInt8MultiArray>(&ta, 5).unwrap();
+    let pb = n.create_publisher::<PointCloud2>(&tb, 5).unwrap();
+    let sa = n.create_subscription::<UInt8MultiArray>(&ta, 5).unwrap();
+    let sb = n.create_subscription::<PointCloud2>(&tb, 5).unwrap();
+    {
+        let mut ws = WaitSet::new();
+        let (ia, ib) = (ws.add(&sa), ws.add(&sb));
+        assert_eq!(ws.wait(Duration::from_millis(50)).unwrap(), WaitOutcome::Timeout);
+        pb.publish_copy(&PointCloud2::default()).unwrap();
+        assert_eq!(ws.wait(T).unwrap(), WaitOutcome::Ready(vec![ib]));
+        assert!(sb.try_take().unwrap().is_some());
+        let _ = ia;
+    }
+    let count = Arc::new(AtomicUsize::new(0));
+    let mut exec = Executor::new();
+    let c = count.clone();
+    exec.add_subscription(sa, move |m| {
+        assert_eq!(m.data.len(), 3);
+        c.fetch_add(1, Ordering::SeqCst);
+    });
+    pa.publish(pa.loan(3).unwrap().write_from_fn(|_| 0)).unwrap();
+    pa.publish(pa.loan(3).unwrap().write_from_fn(|_| 0)).unwrap();
+    let mut ran = 0;
+    let deadline = Instant::now() + T;
+    while ran < 2 && Instant::now() < deadline {
+        ran += exec.spin_once(Duration::from_millis(100)).unwrap();
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    let stop = exec.stop_handle();
+    let t = std::thread::spawn(move || exec.spin());
+    stop.stop();
+    t.join().unwrap().unwrap();
+}
+
+#[test]
+fn spin_mode_take_busy_polls_until_the_timeout() {
+    let n = node("spin");
+    let t = topic("spin");
+    let opts = SubscriptionOptions { wait: WaitMode::Spin, ..Default::default() };
+    let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, opts).unwrap();
+    let start = Instant::now();
+    assert!(sub.take(Duration::from_millis(30)).unwrap().is_none());
+    assert!(start.elapsed() >= Duration::from_millis(30));
+}
+
+#[test]
+fn bad_arguments_get_typed_errors() {
+    let n = node("bad");
+    assert!(matches!(n.create_publisher::<Image>("", 5), Err(CreateError::Name(_))));
+    assert!(matches!(n.create_publisher::<Image>("bad topic", 5), Err(CreateError::Name(_))));
+    assert!(matches!(n.create_subscription::<Image>("a//b", 5), Err(CreateError::Name(_))));
+    assert!(Context::new().unwrap().create_node("bad-name").is_err());
+    assert!(matches!(
+        n.create_subscription::<Image>(&topic("depth"), 1000),
+        Err(CreateError::OverLimit { what: "history depth (1..)", .. })
+    ));
+    assert!(matches!(n.create_subscription::<Image>(&topic("depth0"), 0), Err(CreateError::OverLimit { .. })));
+
+    let t = topic("wrongtype");
+    let _p = n.create_publisher::<Image>(&t, 5).unwrap();
+    match n.create_subscription::<PointCloud2>(&t, 5) {
+        Err(CreateError::WrongType { existing, requested, .. }) => {
+            assert_eq!(existing, "sensor_msgs/msg/Image");
+            assert_eq!(requested, "sensor_msgs/msg/PointCloud2");
+        }
+        other => panic!("expected WrongType, got {other:?}"),
+    }
+
+    let small = ContextBuilder::default()
+        .limits(Limits { max_message_bytes: 1 << 20, ..Default::default() })
+        .create()
+        .unwrap()
+        .create_node("small")
+        .unwrap();
+    let p = small.create_publisher::<Image>(&topic("limit"), 5).unwrap();
+    assert!(matches!(p.loan(2 << 20), Err(LoanError::TooLarge { .. })));
+    assert!(p.loan(1000).is_ok());
+    assert!(matches!(p.loan_buffers(&[1, 2]), Err(LoanError::BufferCount { expected: 1, given: 2, .. })));
+}
+
+#[test]
+fn a_loan_whose_buffer_was_swapped_is_refused() {
+    let n = node("swap");
+    let t = topic("swap");
+    let _sub = n.create_subscription::<Image>(&t, 5).unwrap();
+    let p = n.create_publisher::<Image>(&t, 5).unwrap();
+    let mut loan = p.loan(10).unwrap().write_from_fn(|_| 0);
+    loan.data = Buffer::from(vec![1u8; 10]);
+    assert!(matches!(p.publish(loan), Err(PublishError::BufferNotFromLoan { ordinal: 0 })));
+}
+
+#[test]
+fn a_subscription_cannot_hold_more_samples_than_its_limit() {
+    let ctx = ContextBuilder::default().limits(Limits { max_held_samples: 2, ..Default::default() }).create().unwrap();
+    let n = ctx.create_node("held").unwrap();
+    let t = topic("held");
+    // A second process' subscriber forces the shared-memory route; here a
+    // transient-local publisher does the same inside one process.
+    let qos = QoS::keep_last(8).transient_local();
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+    let p = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    for _ in 0..3 {
+        p.publish(p.loan(4).unwrap().write_from_fn(|_| 0)).unwrap();
+    }
+    let a = sub.take(T).unwrap().unwrap();
+    let b = sub.take(T).unwrap().unwrap();
+    assert_eq!(a.info().transport, Transport::Shm);
+    assert!(matches!(sub.try_take(), Err(TakeError::TooManyHeld(2))));
+    drop((a, b));
+    assert!(sub.take(T).unwrap().is_some(), "released samples make room");
+}
