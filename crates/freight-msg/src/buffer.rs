@@ -161,6 +161,11 @@ pub trait BufferStorage: Send + Sync + fmt::Debug {
     }
     /// The bytes, when the CPU can address them directly; `None` for device memory.
     fn host_bytes(&self) -> Option<&[u8]>;
+    /// The bytes, writable, for storage that its owner may change in place
+    /// (heap memory); `None` for memory shared with other readers.
+    fn host_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        None
+    }
     /// Copies the bytes to `dst` (which must be exactly [`BufferStorage::len`] long).
     fn copy_to_host(&self, dst: &mut [u8]) -> Result<(), BufferError> {
         if dst.len() != self.len() {
@@ -199,6 +204,11 @@ impl<T: Element> BufferStorage for HeapStorage<T> {
         // SAFETY: `T: Element` is a plain number type without padding or invalid
         // bit patterns, so its memory can be viewed as initialized bytes.
         Some(unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), self.len()) })
+    }
+    fn host_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let len = self.len();
+        // SAFETY: as in `host_bytes`; any byte pattern written is a valid `T`.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u8>(), len) })
     }
 }
 
@@ -411,6 +421,31 @@ impl<T: Element> Buffer<T> {
         // a valid T (`Element`). The borrow ties the slice to `self`, which keeps
         // the storage alive.
         Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.len()) })
+    }
+
+    /// The elements, writable, when this is the only handle to heap memory
+    /// (as `Arc::get_mut`): lets an owner reuse its buffer from message to
+    /// message without allocating. `None` when the memory is shared or not heap.
+    ///
+    /// ```
+    /// use freight_msg::Buffer;
+    /// let mut b = Buffer::from(vec![0u32; 4]);
+    /// b.get_mut().unwrap()[0] = 7;
+    /// let shared = b.clone();
+    /// assert!(b.get_mut().is_none());
+    /// assert_eq!(shared.as_slice().unwrap()[0], 7);
+    /// ```
+    pub fn get_mut(&mut self) -> Option<&mut [T]> {
+        let Repr::Storage(storage) = &mut self.raw.repr else { return None };
+        let bytes = Arc::get_mut(storage)?.host_bytes_mut()?;
+        if bytes.as_ptr().align_offset(std::mem::align_of::<T>()) != 0 {
+            return None;
+        }
+        let len = bytes.len() / std::mem::size_of::<T>();
+        // SAFETY: aligned (checked), a whole number of `T` (checked at
+        // construction), every bit pattern valid (`Element`); the exclusive
+        // borrow of `self` is the only access while the slice lives.
+        Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) })
     }
 
     /// Copies the data to a new host vector, from whatever memory it is in.

@@ -1,0 +1,649 @@
+//! Runs rows: the publisher loop, the subscriber loop, and the placement of the two sides.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use super::args::format_size;
+use super::peer::{ChildPeer, PeerMsg};
+use super::report::RowStats;
+use super::stats::Summary;
+use super::sys::{now_ns, pin_current_thread, CpuPlan};
+use super::transport::{Header, Placement, PublisherEnd, RowConfig, Transport, WaitMode};
+use super::{BenchError, LatencyJob, MIN_SAMPLES, ROW_TIMEOUT, WARMUP_ITERATIONS, WARMUP_MAX};
+
+/// How long one blocking call into a transport may last before the harness looks around
+/// (peer still alive? row cancelled? deadline?). Short enough to notice a dead peer quickly,
+/// long enough to cost nothing measurable.
+const POLL_SLICE: Duration = Duration::from_millis(200);
+
+/// Iteration and time budget of every row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunPlan {
+    /// Measured round trips per row (upper bound).
+    pub iterations: u64,
+    /// Time limit of the measured part of a row.
+    pub max_duration: Duration,
+    /// Warm-up round trips (upper bound).
+    pub warmup: u64,
+    /// Time limit of the warm-up.
+    pub warmup_max: Duration,
+    /// Hard limit for the whole row.
+    pub row_timeout: Duration,
+}
+
+impl RunPlan {
+    /// A plan with the default warm-up and time limits.
+    pub fn new(iterations: u64, max_duration: Duration) -> Result<Self, BenchError> {
+        if iterations < MIN_SAMPLES {
+            return Err(BenchError::new(
+                format!("--iterations {iterations} is too small to compute a p99"),
+                format!("use at least --iterations {MIN_SAMPLES}"),
+            ));
+        }
+        Ok(Self {
+            iterations,
+            max_duration,
+            warmup: WARMUP_ITERATIONS,
+            warmup_max: WARMUP_MAX,
+            row_timeout: ROW_TIMEOUT,
+        })
+    }
+
+    /// Upper bound on the messages of one row, used to size sample buffers up front (so that
+    /// the subscriber never reallocates in the middle of a row). Capped: a long `--duration`
+    /// row simply grows the buffer.
+    pub fn capacity(&self) -> usize {
+        usize::try_from(self.iterations + self.warmup).unwrap_or(usize::MAX).min(1 << 22)
+    }
+}
+
+/// What one row measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowOutcome {
+    /// One-way latencies of the measured messages, nanoseconds, in send order.
+    pub samples_ns: Vec<u64>,
+    /// Measured round trips.
+    pub round_trips: u64,
+    /// Wall time of the measured round trips.
+    pub elapsed: Duration,
+}
+
+/// Decides when the warm-up ends and when the row is complete.
+struct RowClock {
+    plan: RunPlan,
+    started: Instant,
+    /// First measured sequence number and when it was sent.
+    measuring: Option<(u64, Instant)>,
+    elapsed: Duration,
+}
+
+/// Where the measured part of a row starts and how long it took.
+struct Measured {
+    warmup: u64,
+    round_trips: u64,
+    elapsed: Duration,
+}
+
+impl RowClock {
+    fn new(plan: RunPlan) -> Self {
+        Self { plan, started: Instant::now(), measuring: None, elapsed: Duration::ZERO }
+    }
+
+    /// Called before message `seq` is sent, after all earlier round trips completed. Returns
+    /// `false` when the row is complete and `seq` must not be sent.
+    fn before_send(&mut self, seq: u64) -> bool {
+        let (first, t0) = match self.measuring {
+            Some(m) => m,
+            None => {
+                let warm = seq >= self.plan.warmup || (seq >= 1 && self.started.elapsed() >= self.plan.warmup_max);
+                if !warm {
+                    return true;
+                }
+                let m = (seq, Instant::now());
+                self.measuring = Some(m);
+                m
+            }
+        };
+        let measured = seq - first;
+        let elapsed = t0.elapsed();
+        if measured >= self.plan.iterations || (measured >= MIN_SAMPLES && elapsed >= self.plan.max_duration) {
+            self.elapsed = elapsed;
+            return false;
+        }
+        true
+    }
+
+    /// `sent` is the number of data messages sent (warm-up included).
+    fn finish(&self, sent: u64) -> Measured {
+        let warmup = self.measuring.map_or(sent, |(first, _)| first);
+        Measured { warmup, round_trips: sent - warmup, elapsed: self.elapsed }
+    }
+}
+
+/// Runs every row of a job and returns the table rows, printing progress to stderr.
+pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
+    let cpus = CpuPlan::detect();
+    // Unique per bench run: a crashed earlier run (or a concurrent one) can never collide
+    // with this one's services, even if the pid was reused.
+    let run_id = format!("{}-{:x}", std::process::id(), now_ns() & 0xff_ffff);
+
+    // One measurement per (transport, wait, size); inline transports have no wait mode and are
+    // measured once per size, then reported under every wait.
+    let mut plan: Vec<(&dyn Transport, Option<WaitMode>, usize)> = Vec::new();
+    for t in transports {
+        if t.placement() == Placement::Inline {
+            plan.extend(job.sizes.iter().map(|&size| (t.as_ref(), None, size)));
+        } else {
+            for &wait in &job.waits {
+                plan.extend(job.sizes.iter().map(|&size| (t.as_ref(), Some(wait), size)));
+            }
+        }
+    }
+
+    let mut rows = Vec::new();
+    let total = plan.len();
+    for (index, &(transport, wait, size)) in plan.iter().enumerate() {
+        let wait_label = wait.map_or("-", WaitMode::as_str);
+        let label = format!("{} {} {}", transport.name(), wait_label, format_size(size as u64));
+        eprint!("[{}/{}] {label} ... ", index + 1, total);
+        let row = RowConfig {
+            transport: transport.name().to_string(),
+            wait: wait.unwrap_or(WaitMode::Spin),
+            size,
+            channel: format!("freight-bench/{run_id}/{index}"),
+        };
+        let outcome = match run_row(transport, &row, &job.plan, cpus) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("failed");
+                return Err(e.context(label));
+            }
+        };
+        let summary = Summary::new(&outcome.samples_ns, outcome.round_trips, outcome.elapsed).ok_or_else(|| {
+            BenchError::new(
+                format!("{label}: no samples were measured"),
+                "this is a bug in the harness; please report it",
+            )
+        })?;
+        eprintln!("p50 {:.2} µs ({} samples)", summary.p50_us, outcome.samples_ns.len());
+        let waits = match wait {
+            Some(w) => vec![w],
+            None => job.waits.clone(),
+        };
+        for w in waits {
+            rows.push(RowStats {
+                transport: transport.name().to_string(),
+                wait: w.as_str().to_string(),
+                size_bytes: size as u64,
+                p50_us: summary.p50_us,
+                p99_us: summary.p99_us,
+                max_us: summary.max_us,
+                msgs_per_s: summary.msgs_per_s,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Measures one row. The publisher (or the single inline thread) runs on a fresh thread so
+/// that pinning it does not pin the main thread for the rest of the run.
+pub fn run_row(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, cpus: CpuPlan) -> Result<RowOutcome, BenchError> {
+    let deadline = Instant::now() + plan.row_timeout;
+    std::thread::scope(|s| {
+        let publisher = std::thread::Builder::new()
+            .name("bench-publisher".into())
+            .spawn_scoped(s, || {
+                pin_current_thread(cpus.publisher);
+                match t.placement() {
+                    Placement::Inline => run_inline(t, row, plan, deadline),
+                    Placement::Threads => run_with_thread_peer(t, row, plan, cpus, deadline),
+                    Placement::Processes => run_with_process_peer(t, row, plan, cpus, deadline),
+                }
+            })
+            .map_err(|e| thread_spawn_error("publisher", e))?;
+        publisher.join().unwrap_or_else(|_| Err(panicked("publisher")))
+    })
+}
+
+fn thread_spawn_error(which: &str, e: std::io::Error) -> BenchError {
+    BenchError::new(
+        format!("could not start the {which} thread: {e}"),
+        "the system is out of threads or memory; close other programs and retry",
+    )
+}
+
+fn panicked(which: &str) -> BenchError {
+    BenchError::new(
+        format!("the {which} thread panicked"),
+        "this is a bug; please report it with the command line you used",
+    )
+}
+
+fn run_inline(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, deadline: Instant) -> Result<RowOutcome, BenchError> {
+    let mut lb = t.open_loopback(row)?;
+    let mut clock = RowClock::new(*plan);
+    let mut samples = Vec::with_capacity(plan.capacity());
+    let mut seq = 0u64;
+    while clock.before_send(seq) {
+        let mut arrival = None;
+        lb.transfer(&mut || Header { seq, t_send_ns: now_ns() }.to_bytes(), &mut |payload| {
+            let header = Header::from_payload(payload);
+            arrival = Some((header, now_ns()));
+        })?;
+        match arrival {
+            Some((Some(h), t_recv)) if h.seq == seq => {
+                samples.push(t_recv.saturating_sub(h.t_send_ns));
+            }
+            _ => {
+                return Err(BenchError::new(
+                    format!("transport `{}` did not deliver message {seq} intact", t.name()),
+                    "this is a bug in the transport's loopback",
+                ))
+            }
+        }
+        seq += 1;
+        if Instant::now() >= deadline {
+            return Err(row_timeout("the copy loop to finish"));
+        }
+    }
+    let measured = clock.finish(seq);
+    samples.drain(..measured.warmup as usize);
+    Ok(RowOutcome { samples_ns: samples, round_trips: measured.round_trips, elapsed: measured.elapsed })
+}
+
+fn row_timeout(what: &str) -> BenchError {
+    BenchError::new(
+        format!("gave up waiting for {what}: a row may take at most {} s", ROW_TIMEOUT.as_secs()),
+        "the machine is overloaded or a transport is stuck; retry with fewer or smaller --sizes",
+    )
+}
+
+fn run_with_thread_peer(
+    t: &dyn Transport,
+    row: &RowConfig,
+    plan: &RunPlan,
+    cpus: CpuPlan,
+    deadline: Instant,
+) -> Result<RowOutcome, BenchError> {
+    let mut end = t.open_publisher(row)?;
+    let cancel = AtomicBool::new(false);
+    let capacity = plan.capacity();
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        let cancel = &cancel;
+        let subscriber = std::thread::Builder::new()
+            .name("bench-subscriber".into())
+            .spawn_scoped(s, move || {
+                pin_current_thread(cpus.subscriber);
+                let cancelled = || cancel.load(Ordering::Relaxed);
+                subscriber_side(t, row, capacity, deadline, &cancelled, &mut |msg| {
+                    // The publisher side may already have given up; nothing to do then.
+                    let _ = tx.send(msg);
+                });
+            })
+            .map_err(|e| thread_spawn_error("subscriber", e))?;
+        let link = PeerLink { rx, who: "the subscriber thread" };
+        let result = drive_publisher(end.as_mut(), &link, plan, deadline);
+        if result.is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        let joined = subscriber.join();
+        match (result, joined) {
+            (_, Err(_)) => Err(panicked("subscriber")),
+            (result, Ok(())) => result,
+        }
+    })
+}
+
+fn run_with_process_peer(
+    t: &dyn Transport,
+    row: &RowConfig,
+    plan: &RunPlan,
+    cpus: CpuPlan,
+    deadline: Instant,
+) -> Result<RowOutcome, BenchError> {
+    // Open our end first: the child may then simply open what we created.
+    let mut end = t.open_publisher(row)?;
+    let (mut child, rx) = ChildPeer::spawn(row, plan.capacity(), cpus.subscriber, deadline)?;
+    let link = PeerLink { rx, who: "the subscriber process" };
+    let result = drive_publisher(end.as_mut(), &link, plan, deadline).and_then(|outcome| {
+        child.wait_exit(deadline)?;
+        Ok(outcome)
+    });
+    match result {
+        Ok(outcome) => Ok(outcome),
+        Err(e) => {
+            let diagnostics = child.kill_and_collect();
+            // Our end first: the cleanup below must not race with our own live ports.
+            drop(end);
+            t.after_peer_failed();
+            Err(if diagnostics.trim().is_empty() {
+                e
+            } else {
+                BenchError::new(format!("{} (subscriber process: {diagnostics})", e.what()), e.fix())
+            })
+        }
+    }
+}
+
+/// The publisher's view of the subscriber side: the messages it reports.
+struct PeerLink {
+    rx: Receiver<PeerMsg>,
+    who: &'static str,
+}
+
+impl PeerLink {
+    fn recv(&self, deadline: Instant, waiting_for: &str) -> Result<PeerMsg, BenchError> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(timeout) {
+            Ok(PeerMsg::Failed { what, fix }) => Err(peer_failed(self.who, &what, &fix)),
+            Ok(msg) => Ok(msg),
+            Err(RecvTimeoutError::Timeout) => Err(row_timeout(&format!("{waiting_for} from {}", self.who))),
+            Err(RecvTimeoutError::Disconnected) => Err(BenchError::new(
+                format!("{} ended before reporting {waiting_for}", self.who),
+                "see its output for the cause; rerun the same command to check it is reproducible",
+            )),
+        }
+    }
+
+    /// Fails if the subscriber side has reported a failure or is gone. Cheap; called while
+    /// waiting for acks so that a dead peer is noticed within [`POLL_SLICE`].
+    fn check(&self) -> Result<(), BenchError> {
+        match self.rx.try_recv() {
+            Err(TryRecvError::Empty) => Ok(()),
+            Ok(PeerMsg::Failed { what, fix }) => Err(peer_failed(self.who, &what, &fix)),
+            Ok(other) => Err(BenchError::new(
+                format!("{} sent {other:?} in the middle of the row", self.who),
+                "this is a bug in the harness; please report it",
+            )),
+            Err(TryRecvError::Disconnected) => Err(BenchError::new(
+                format!("{} ended in the middle of the row", self.who),
+                "see its output for the cause; rerun the same command to check it is reproducible",
+            )),
+        }
+    }
+}
+
+fn peer_failed(who: &str, what: &str, fix: &str) -> BenchError {
+    BenchError::new(format!("{who} failed: {what}"), fix)
+}
+
+/// Runs the publisher side of a two-sided row, from "peer ready" to "samples received".
+fn drive_publisher(
+    end: &mut dyn PublisherEnd,
+    link: &PeerLink,
+    plan: &RunPlan,
+    deadline: Instant,
+) -> Result<RowOutcome, BenchError> {
+    match link.recv(deadline, "readiness")? {
+        PeerMsg::Ready => {}
+        other => {
+            return Err(BenchError::new(
+                format!("{} sent {other:?} before it was ready", link.who),
+                "this is a bug in the harness; please report it",
+            ))
+        }
+    }
+
+    let mut clock = RowClock::new(*plan);
+    let mut seq = 0u64;
+    while clock.before_send(seq) {
+        round_trip(end, link, seq, deadline)?;
+        seq += 1;
+    }
+    let measured = clock.finish(seq);
+    round_trip(end, link, Header::STOP_SEQ, deadline)?;
+
+    let mut samples = match link.recv(deadline, "the samples")? {
+        PeerMsg::Samples { samples_ns } => samples_ns,
+        other => {
+            return Err(BenchError::new(
+                format!("{} sent {other:?} instead of its samples", link.who),
+                "this is a bug in the harness; please report it",
+            ))
+        }
+    };
+    if samples.len() as u64 != seq {
+        return Err(BenchError::new(
+            format!("{} reported {} samples for {seq} messages", link.who, samples.len()),
+            "messages were lost or duplicated; this is a bug in the transport",
+        ));
+    }
+    samples.drain(..measured.warmup as usize);
+    Ok(RowOutcome { samples_ns: samples, round_trips: measured.round_trips, elapsed: measured.elapsed })
+}
+
+/// Sends message `seq` and waits for its ack.
+fn round_trip(end: &mut dyn PublisherEnd, link: &PeerLink, seq: u64, deadline: Instant) -> Result<(), BenchError> {
+    end.send(&mut || Header { seq, t_send_ns: now_ns() }.to_bytes())?;
+    loop {
+        let slice = (Instant::now() + POLL_SLICE).min(deadline);
+        match end.wait_ack(slice)? {
+            Some(ack) if ack == seq => return Ok(()),
+            Some(ack) => {
+                return Err(BenchError::new(
+                    format!("got the ack for message {ack} while waiting for {seq}"),
+                    "messages were reordered or duplicated; this is a bug in the transport",
+                ))
+            }
+            None => {
+                link.check()?;
+                if Instant::now() >= deadline {
+                    return Err(row_timeout(&format!("the ack for message {seq}")));
+                }
+            }
+        }
+    }
+}
+
+/// The subscriber side of a two-sided row, in the peer process or on a thread: opens the
+/// subscriber end, reports readiness, receives and acks until the stop message, then reports
+/// the samples (or the failure) through `report`.
+///
+/// `cancelled` is polled whenever no message arrived for a while: the publisher side gave up
+/// (thread peer) or the parent process is gone (process peer).
+pub fn subscriber_side(
+    t: &dyn Transport,
+    row: &RowConfig,
+    capacity: usize,
+    deadline: Instant,
+    cancelled: &dyn Fn() -> bool,
+    report: &mut dyn FnMut(PeerMsg),
+) {
+    let msg = match subscribe(t, row, capacity, deadline, cancelled, report) {
+        Ok(samples_ns) => PeerMsg::Samples { samples_ns },
+        Err(e) => PeerMsg::Failed { what: e.what().to_string(), fix: e.fix().to_string() },
+    };
+    report(msg);
+}
+
+fn subscribe(
+    t: &dyn Transport,
+    row: &RowConfig,
+    capacity: usize,
+    deadline: Instant,
+    cancelled: &dyn Fn() -> bool,
+    report: &mut dyn FnMut(PeerMsg),
+) -> Result<Vec<u64>, BenchError> {
+    let mut end = t.open_subscriber(row)?;
+    report(PeerMsg::Ready);
+    let mut samples: Vec<u64> = Vec::with_capacity(capacity);
+    loop {
+        let mut arrival = None;
+        let slice = (Instant::now() + POLL_SLICE).min(deadline);
+        let delivered = end.receive(slice, &mut |payload| {
+            let header = Header::from_payload(payload);
+            arrival = Some((header, now_ns()));
+        })?;
+        if !delivered {
+            if cancelled() {
+                return Err(BenchError::new("the publisher side gave up on the row", "see the publisher side's error"));
+            }
+            if Instant::now() >= deadline {
+                return Err(row_timeout("the next message"));
+            }
+            continue;
+        }
+        let Some((Some(header), t_recv)) = arrival else {
+            return Err(BenchError::new(
+                format!("transport `{}` delivered a message without a complete 16-byte header", t.name()),
+                "this is a bug in the transport",
+            ));
+        };
+        end.ack(header.seq)?;
+        if header.seq == Header::STOP_SEQ {
+            return Ok(samples);
+        }
+        if header.seq != samples.len() as u64 {
+            return Err(BenchError::new(
+                format!("expected message {} but received {}", samples.len(), header.seq),
+                "messages were lost or reordered; this is a bug in the transport",
+            ));
+        }
+        samples.push(t_recv.saturating_sub(header.t_send_ns));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::transport::{SubscriberEnd, HEADER_LEN};
+    use std::sync::mpsc::Sender;
+    use std::sync::Mutex;
+
+    /// The subscriber's halves of the channels, handed over from `open_publisher`.
+    type SubscriberChannels = (Receiver<Vec<u8>>, Sender<u64>);
+
+    /// A [`Placement::Threads`] transport over std channels, to exercise the two-thread path
+    /// that freight's `intra` transport will take. `drop_every_message` makes the subscriber
+    /// swallow messages without acking, to exercise the timeout and cancellation path.
+    struct ChannelTransport {
+        rendezvous: Mutex<Option<SubscriberChannels>>,
+        drop_every_message: bool,
+    }
+
+    impl ChannelTransport {
+        fn new(drop_every_message: bool) -> Self {
+            Self { rendezvous: Mutex::new(None), drop_every_message }
+        }
+    }
+
+    struct ChannelPublisher {
+        data: Sender<Vec<u8>>,
+        acks: Receiver<u64>,
+        len: usize,
+    }
+
+    struct ChannelSubscriber {
+        data: Receiver<Vec<u8>>,
+        acks: Sender<u64>,
+        drop_every_message: bool,
+    }
+
+    impl Transport for ChannelTransport {
+        fn name(&self) -> &'static str {
+            "test-channel"
+        }
+        fn placement(&self) -> Placement {
+            Placement::Threads
+        }
+        fn open_publisher(&self, row: &RowConfig) -> Result<Box<dyn PublisherEnd>, BenchError> {
+            let (data_tx, data_rx) = mpsc::channel();
+            let (ack_tx, ack_rx) = mpsc::channel();
+            *self.rendezvous.lock().unwrap() = Some((data_rx, ack_tx));
+            Ok(Box::new(ChannelPublisher { data: data_tx, acks: ack_rx, len: row.wire_len() }))
+        }
+        fn open_subscriber(&self, _row: &RowConfig) -> Result<Box<dyn SubscriberEnd>, BenchError> {
+            let (data, acks) = self.rendezvous.lock().unwrap().take().expect("publisher opened first");
+            Ok(Box::new(ChannelSubscriber { data, acks, drop_every_message: self.drop_every_message }))
+        }
+    }
+
+    impl PublisherEnd for ChannelPublisher {
+        fn send(&mut self, stamp: &mut dyn FnMut() -> [u8; HEADER_LEN]) -> Result<(), BenchError> {
+            let mut msg = vec![0; self.len];
+            msg[..HEADER_LEN].copy_from_slice(&stamp());
+            self.data.send(msg).map_err(|_| BenchError::new("subscriber gone", "-"))
+        }
+        fn wait_ack(&mut self, deadline: Instant) -> Result<Option<u64>, BenchError> {
+            Ok(self.acks.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok())
+        }
+    }
+
+    impl SubscriberEnd for ChannelSubscriber {
+        fn receive(&mut self, deadline: Instant, on_message: &mut dyn FnMut(&[u8])) -> Result<bool, BenchError> {
+            match self.data.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(_) if self.drop_every_message => Ok(false),
+                Ok(msg) => {
+                    on_message(&msg);
+                    Ok(true)
+                }
+                Err(_) => Ok(false),
+            }
+        }
+        fn ack(&mut self, seq: u64) -> Result<(), BenchError> {
+            self.acks.send(seq).map_err(|_| BenchError::new("publisher gone", "-"))
+        }
+    }
+
+    fn row(size: usize) -> RowConfig {
+        RowConfig { transport: "test-channel".into(), wait: WaitMode::Block, size, channel: "test".into() }
+    }
+
+    const NO_PINNING: CpuPlan = CpuPlan { publisher: None, subscriber: None };
+
+    #[test]
+    fn thread_peer_row_measures_every_iteration() {
+        let t = ChannelTransport::new(false);
+        let outcome = run_row(&t, &row(8), &plan(100, Duration::from_secs(30)), NO_PINNING).unwrap();
+        assert_eq!(outcome.samples_ns.len(), 100);
+        assert_eq!(outcome.round_trips, 100);
+        assert!(outcome.elapsed > Duration::ZERO);
+    }
+
+    #[test]
+    fn stuck_subscriber_times_out_and_is_cancelled() {
+        let t = ChannelTransport::new(true);
+        let mut p = plan(100, Duration::from_secs(30));
+        p.row_timeout = Duration::from_millis(500);
+        let started = Instant::now();
+        let err = run_row(&t, &row(8), &p, NO_PINNING).unwrap_err();
+        assert!(err.what().contains("gave up waiting for the ack for message 0"), "{err}");
+        // The subscriber thread noticed and ended too, or run_row would not have returned.
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    fn plan(iterations: u64, max_duration: Duration) -> RunPlan {
+        RunPlan::new(iterations, max_duration).unwrap()
+    }
+
+    #[test]
+    fn clock_counts_warmup_then_iterations() {
+        let mut clock = RowClock::new(plan(100, Duration::from_secs(60)));
+        let mut seq = 0;
+        while clock.before_send(seq) {
+            seq += 1;
+        }
+        let m = clock.finish(seq);
+        assert_eq!(m.warmup, WARMUP_ITERATIONS);
+        assert_eq!(m.round_trips, 100);
+        assert_eq!(seq, WARMUP_ITERATIONS + 100);
+    }
+
+    #[test]
+    fn clock_stops_on_duration_but_not_below_min_samples() {
+        let mut clock = RowClock::new(plan(1_000_000, Duration::from_nanos(1)));
+        let mut seq = 0;
+        while clock.before_send(seq) {
+            seq += 1;
+        }
+        assert_eq!(clock.finish(seq).round_trips, MIN_SAMPLES);
+    }
+
+    #[test]
+    fn too_few_iterations_is_an_error() {
+        let err = RunPlan::new(5, Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().contains("at least --iterations 20"));
+    }
+}

@@ -1,0 +1,257 @@
+//! `freight bench`: the latency benchmark harness.
+//!
+//! # Measurement protocol
+//!
+//! Every row of the result table is one *(transport, wait mode, message size)* triple and is
+//! measured like this:
+//!
+//! * **Two sides.** A publisher and a subscriber. For every transport except `intra` and
+//!   `memcpy` they live in two processes: the bench process runs the publisher on a dedicated
+//!   thread and starts the subscriber as a child process (`std::env::current_exe()` with the
+//!   hidden `freight bench peer` subcommand). `intra` uses two threads of the bench process;
+//!   `memcpy` uses a single thread (see below).
+//! * **Pinning.** When the process may run on at least two CPUs (what `nproc` reports), the
+//!   publisher is pinned to the first allowed CPU (CPU 0 on an unrestricted machine) and the
+//!   subscriber to the second (CPU 1) with `sched_setaffinity`. Pinning failures are ignored:
+//!   the numbers are still valid, only noisier.
+//! * **Ping-pong.** The publisher writes a 16-byte [`Header`](transport::Header) `{seq: u64, t_send_ns: u64}`
+//!   into the first bytes of the payload, where `t_send_ns` is `CLOCK_MONOTONIC` read as late
+//!   as possible before the send, and sends. The subscriber receives, reads the header, reads
+//!   `CLOCK_MONOTONIC` again and records the one-way latency `now - t_send_ns`. It then sends a
+//!   small ack (the `seq`) back on a return channel, and the publisher waits for that ack before
+//!   it sends the next message. There is therefore exactly one message in flight, and the
+//!   round-trip rate is what the table reports as msgs/s. `CLOCK_MONOTONIC` is system-wide on
+//!   Linux, so a one-way latency across processes is meaningful.
+//! * **Small payloads.** The header is always carried, so the minimum wire size is
+//!   [`HEADER_LEN`](transport::HEADER_LEN) (16) bytes: an `8B` row moves 16 bytes. The table and the JSON report the
+//!   *requested* size, because that is what a user asked about; the difference only matters
+//!   below 16 bytes, where latency does not depend on size anyway.
+//! * **Warm-up.** The first [`WARMUP_ITERATIONS`] round trips (or as many as fit in
+//!   [`WARMUP_MAX`], at least one) are discarded: they include page faults, first connection
+//!   setup and cold caches.
+//! * **End of a row.** A row ends after `--iterations` measured round trips or after
+//!   `--duration-per-row` seconds, whichever comes first, but never with fewer than
+//!   [`MIN_SAMPLES`] samples. The publisher then sends a stop message (`seq == u64::MAX`),
+//!   which the subscriber acks before it reports its samples.
+//! * **Results.** The subscriber reports all its latency samples to the publisher side: as
+//!   JSON lines on the child's stdout for process transports, over a channel for threads.
+//!   Statistics are p50 / p99 / max (nearest-rank percentiles) and msgs/s = measured round
+//!   trips divided by the wall time of the measured part of the row.
+//! * **Time limits.** Every row, including its child process, is bounded by
+//!   [`ROW_TIMEOUT`]; on error or timeout the child is killed and reaped.
+//! * **Wait modes.** `spin`: both sides busy-poll (non-blocking receive in a loop with
+//!   `core::hint::spin_loop()`). `block`: the waiting side sleeps in the OS until the sender
+//!   wakes it (for raw iceoryx2: an event service next to each pub/sub service; the sender
+//!   `notify()`s after `send()`).
+//! * **The `memcpy` floor.** One thread copies `size` bytes between two pre-allocated,
+//!   pre-faulted heap buffers; the header is written into the source before the copy and read
+//!   from the destination after it, so the sample is the time of one copy (plus two clock
+//!   reads). It has no wait mode; it is measured once and reported under each requested wait
+//!   so that the "vs baseline" column has a baseline for each.
+
+mod args;
+mod freight_impl;
+mod freight_transports;
+mod harness;
+mod iceoryx2_raw;
+mod memcpy;
+mod peer;
+mod plot;
+mod report;
+mod stats;
+mod sys;
+mod transport;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use args::{format_size, parse_seconds, LatencyArgs, PeerArgs, TransportKind};
+pub use harness::RunPlan;
+pub use report::RowStats;
+pub use transport::{Placement, Transport, WaitMode};
+
+/// Warm-up round trips discarded at the start of every row.
+pub const WARMUP_ITERATIONS: u64 = 50;
+/// Upper bound on the time spent warming up, so that 128 MiB copies do not warm up for seconds.
+pub const WARMUP_MAX: Duration = Duration::from_millis(500);
+/// A row never ends with fewer samples than this, whatever `--duration-per-row` says: a p99 of
+/// a handful of samples would be meaningless.
+pub const MIN_SAMPLES: u64 = 20;
+/// Hard limit for one row, child process included.
+pub const ROW_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An error of the bench harness, printed as `error: <what>; <fix>`.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}; {fix}")]
+pub struct BenchError {
+    what: String,
+    fix: String,
+}
+
+impl BenchError {
+    /// Creates an error from what went wrong and what the user can do about it.
+    pub fn new(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self { what: what.into(), fix: fix.into() }
+    }
+
+    /// What went wrong, without the advice.
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
+    /// What the user can do about it.
+    pub fn fix(&self) -> &str {
+        &self.fix
+    }
+
+    /// Prefixes the "what" part with context, keeping the advice.
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        Self { what: format!("{context}: {}", self.what), fix: self.fix }
+    }
+}
+
+/// All transports this build can measure: the two baselines plus whatever freight registers
+/// in [`freight_transports::freight_transports`].
+pub fn registered_transports() -> Vec<Box<dyn Transport>> {
+    let mut all: Vec<Box<dyn Transport>> = vec![Box::new(iceoryx2_raw::RawIceoryx2), Box::new(memcpy::Memcpy)];
+    all.extend(freight_transports::freight_transports());
+    all
+}
+
+/// Looks up an implementation by transport name. An accepted name without an implementation is
+/// an error (never a silent skip): a benchmark that quietly drops rows is worse than none.
+pub fn find_transport(name: &str) -> Result<Box<dyn Transport>, BenchError> {
+    resolve_transports(&[name]).map(|mut found| found.remove(0))
+}
+
+/// Looks up all `names` at once, so that the error lists every missing one.
+fn resolve_transports(names: &[&str]) -> Result<Vec<Box<dyn Transport>>, BenchError> {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for &name in names {
+        match registered_transports().into_iter().find(|t| t.name() == name) {
+            Some(t) => found.push(t),
+            None => missing.push(format!("`{name}`")),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(found);
+    }
+    let available: Vec<&'static str> = registered_transports().iter().map(|t| t.name()).collect();
+    let what = match missing.len() {
+        1 => format!("transport {} has", missing[0]),
+        _ => format!("transports {} have", missing.join(", ")),
+    };
+    Err(BenchError::new(
+        format!("{what} no implementation in this build yet"),
+        format!("pick from the implemented ones, e.g. --transports {}", available.join(",")),
+    ))
+}
+
+/// Fails early if `path` cannot be an output file: its directory must exist.
+fn check_output_path(path: &Path, flag: &str) -> Result<(), BenchError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if path.is_dir() {
+        return Err(BenchError::new(
+            format!("cannot write {flag} {}: it is a directory", path.display()),
+            format!("pass a file name, e.g. {flag} {}", path.join("out").display()),
+        ));
+    }
+    if !dir.is_dir() {
+        return Err(BenchError::new(
+            format!("cannot write {flag} {}: {} is not a directory", path.display(), dir.display()),
+            format!("create the directory first or pass another {flag} path"),
+        ));
+    }
+    Ok(())
+}
+
+/// Everything one latency benchmark run needs, independent of how it was invoked
+/// (`freight bench latency` or `freight demo`).
+#[derive(Debug, Clone)]
+pub struct LatencyJob {
+    /// Requested payload sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Transports in table order.
+    pub transports: Vec<TransportKind>,
+    /// Wait modes in table order.
+    pub waits: Vec<WaitMode>,
+    /// Iteration and time budget of every row.
+    pub plan: RunPlan,
+    /// Where to write the JSON rows, if anywhere.
+    pub json: Option<PathBuf>,
+    /// Where to write the PNG plot, if anywhere.
+    pub plot: Option<PathBuf>,
+    /// A title printed above the table.
+    pub title: Option<String>,
+}
+
+impl LatencyJob {
+    /// Builds a job from the command-line arguments, validating them.
+    pub fn from_args(args: &LatencyArgs) -> Result<Self, BenchError> {
+        let mut sizes = Vec::new();
+        for &size in &args.sizes {
+            if !sizes.contains(&size) {
+                sizes.push(size);
+            }
+        }
+        let mut transports = Vec::new();
+        for &t in &args.transports {
+            if !transports.contains(&t) {
+                transports.push(t);
+            }
+        }
+        let plan = RunPlan::new(args.iterations, args.duration_per_row)?;
+        Ok(Self {
+            sizes,
+            transports,
+            waits: args.wait.modes(),
+            plan,
+            json: args.json.clone(),
+            plot: args.plot.clone(),
+            title: None,
+        })
+    }
+}
+
+/// Runs a latency job: measures every row, prints the table to stdout, writes the optional
+/// JSON and PNG files. Progress goes to stderr.
+pub fn run_latency(job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
+    sys::quiet_iceoryx2_logs();
+    // Resolve everything up front: an unimplemented transport or a missing font should fail
+    // in the first second, not after minutes of measuring.
+    let names: Vec<&str> = job.transports.iter().map(|t| t.as_str()).collect();
+    let transports = resolve_transports(&names)?;
+    if let Some(path) = &job.json {
+        check_output_path(path, "--json")?;
+    }
+    if let Some(path) = &job.plot {
+        check_output_path(path, "--plot")?;
+        plot::check_font()?;
+    }
+    let rows = harness::run_all(&transports, job)?;
+    let table = report::render_table(&rows, job.title.as_deref());
+    sys::print_stdout(&table);
+    if let Some(path) = &job.json {
+        report::write_json(path, &rows)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &job.plot {
+        let inline: Vec<&str> =
+            transports.iter().filter(|t| t.placement() == Placement::Inline).map(|t| t.name()).collect();
+        plot::write_plot(path, &rows, &inline)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(rows)
+}
+
+/// Entry point of the hidden `freight bench peer` subcommand (the subscriber child process).
+/// Returns whether the row succeeded; failures are reported to the parent on stdout, so the
+/// caller only sets the exit code.
+pub fn run_peer(args: &PeerArgs) -> bool {
+    sys::quiet_iceoryx2_logs();
+    peer::run_child(args)
+}

@@ -1,0 +1,225 @@
+//! The result table (stdout) and the JSON file.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::args::format_size;
+use super::BenchError;
+
+/// One row of results. Serialized as-is into the `--json` file, so the field names are part of
+/// the file format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowStats {
+    /// Transport name, e.g. `shm-loan`.
+    pub transport: String,
+    /// `spin` or `block`.
+    pub wait: String,
+    /// Requested payload size in bytes.
+    pub size_bytes: u64,
+    /// Median one-way latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile one-way latency, µs.
+    pub p99_us: f64,
+    /// Largest one-way latency, µs.
+    pub max_us: f64,
+    /// Completed round trips per second.
+    pub msgs_per_s: f64,
+}
+
+/// The transport a row is compared against, or `None` if the transport is itself a baseline.
+///
+/// freight's zero-copy paths (`intra`, `shm-loan`) are compared with raw iceoryx2, the best
+/// that the underlying middleware can do; `shm-copy` copies the payload once, so its floor is
+/// a plain `memcpy` of the same size.
+pub fn baseline_of(transport: &str) -> Option<&'static str> {
+    match transport {
+        "intra" | "shm-loan" => Some("iceoryx2"),
+        "shm-copy" => Some("memcpy"),
+        _ => None,
+    }
+}
+
+/// The "vs baseline" cell of a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum VsBaseline {
+    /// The row is a baseline itself.
+    Baseline,
+    /// The row's p50 divided by its baseline's p50 (same size, same wait).
+    Ratio(f64),
+    /// The baseline row was not measured in this run (or its p50 is zero).
+    Missing,
+}
+
+/// Computes the "vs baseline" cell for `row` among `rows`.
+pub fn vs_baseline(row: &RowStats, rows: &[RowStats]) -> VsBaseline {
+    let Some(base_name) = baseline_of(&row.transport) else {
+        return VsBaseline::Baseline;
+    };
+    rows.iter()
+        .find(|b| b.transport == base_name && b.size_bytes == row.size_bytes && b.wait == row.wait)
+        .filter(|b| b.p50_us > 0.0)
+        .map_or(VsBaseline::Missing, |b| VsBaseline::Ratio(row.p50_us / b.p50_us))
+}
+
+fn fmt_us(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 1000.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Renders the table: one line per row, columns aligned, numbers right-aligned.
+pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
+    let header = ["transport", "wait", "size", "p50 µs", "p99 µs", "max µs", "msgs/s", "vs baseline"];
+    let body: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.transport.clone(),
+                r.wait.clone(),
+                format_size(r.size_bytes),
+                fmt_us(r.p50_us),
+                fmt_us(r.p99_us),
+                fmt_us(r.max_us),
+                format!("{:.0}", r.msgs_per_s),
+                match vs_baseline(r, rows) {
+                    VsBaseline::Baseline => "baseline".to_string(),
+                    VsBaseline::Ratio(x) => format!("{x:.2}x"),
+                    VsBaseline::Missing => "-".to_string(),
+                },
+            ]
+        })
+        .collect();
+    // Width in characters, not bytes: "µ" is two bytes.
+    let width = |s: &str| s.chars().count();
+    let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
+    for line in &body {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    // Text columns left-aligned, numbers right-aligned.
+    let left = [true, true, false, false, false, false, false, false];
+    let fmt_line = |cells: &[String]| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .zip(left)
+            .map(|((c, &w), l)| {
+                let pad = " ".repeat(w - width(c));
+                if l {
+                    format!("{c}{pad}")
+                } else {
+                    format!("{pad}{c}")
+                }
+            })
+            .collect();
+        format!("{}\n", parts.join(" | ").trim_end())
+    };
+    let mut out = String::new();
+    if let Some(title) = title {
+        out.push_str(title);
+        out.push_str("\n\n");
+    }
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    out.push_str(&fmt_line(&header));
+    let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+    out.push_str(&format!("{}\n", rule.join("-|-")));
+    for line in &body {
+        out.push_str(&fmt_line(line));
+    }
+    out
+}
+
+/// Writes the rows as a pretty-printed JSON list.
+pub fn write_json(path: &Path, rows: &[RowStats]) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(rows).map_err(|e| {
+        BenchError::new(format!("could not encode the results as JSON: {e}"), "this is a bug; please report it")
+    })?;
+    std::fs::write(path, text + "\n").map_err(|e| {
+        BenchError::new(
+            format!("could not write {}: {e}", path.display()),
+            "check that the directory exists and is writable, or pass another --json path",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(transport: &str, wait: &str, size: u64, p50: f64) -> RowStats {
+        RowStats {
+            transport: transport.into(),
+            wait: wait.into(),
+            size_bytes: size,
+            p50_us: p50,
+            p99_us: p50 * 2.0,
+            max_us: p50 * 3.0,
+            msgs_per_s: 1000.0,
+        }
+    }
+
+    #[test]
+    fn baselines_per_transport() {
+        assert_eq!(baseline_of("intra"), Some("iceoryx2"));
+        assert_eq!(baseline_of("shm-loan"), Some("iceoryx2"));
+        assert_eq!(baseline_of("shm-copy"), Some("memcpy"));
+        assert_eq!(baseline_of("iceoryx2"), None);
+        assert_eq!(baseline_of("memcpy"), None);
+    }
+
+    #[test]
+    fn ratio_uses_same_size_and_wait() {
+        let rows = vec![
+            row("iceoryx2", "spin", 8, 2.0),
+            row("iceoryx2", "block", 8, 10.0),
+            row("iceoryx2", "spin", 1024, 4.0),
+            row("memcpy", "spin", 8, 0.5),
+            row("memcpy", "block", 8, 0.5),
+            row("shm-loan", "spin", 8, 3.0),
+            row("shm-loan", "block", 8, 15.0),
+            row("shm-loan", "spin", 1024, 4.0),
+            row("shm-copy", "block", 8, 1.0),
+            row("intra", "spin", 2048, 1.0),
+        ];
+        let cell = |i: usize| vs_baseline(&rows[i], &rows);
+        assert_eq!(cell(0), VsBaseline::Baseline);
+        assert_eq!(cell(3), VsBaseline::Baseline);
+        assert_eq!(cell(5), VsBaseline::Ratio(1.5));
+        assert_eq!(cell(6), VsBaseline::Ratio(1.5));
+        assert_eq!(cell(7), VsBaseline::Ratio(1.0));
+        assert_eq!(cell(8), VsBaseline::Ratio(2.0));
+        assert_eq!(cell(9), VsBaseline::Missing);
+    }
+
+    #[test]
+    fn json_field_names_are_stable() {
+        let value = serde_json::to_value(vec![row("shm-loan", "spin", 64, 1.25)]).unwrap();
+        let obj = value[0].as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(|k| k.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["max_us", "msgs_per_s", "p50_us", "p99_us", "size_bytes", "transport", "wait"]);
+        assert_eq!(obj["transport"], "shm-loan");
+        assert_eq!(obj["wait"], "spin");
+        assert_eq!(obj["size_bytes"], 64);
+        assert_eq!(obj["p50_us"], 1.25);
+    }
+
+    #[test]
+    fn table_has_all_columns_and_marks_baselines() {
+        let rows = vec![row("iceoryx2", "spin", 8, 2.0), row("shm-loan", "spin", 8, 3.0)];
+        let table = render_table(&rows, Some("title"));
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "title");
+        assert!(lines[2].starts_with("transport | wait | size"));
+        assert!(lines[2].ends_with("msgs/s | vs baseline"));
+        assert!(lines[4].contains("baseline"));
+        assert!(lines[5].ends_with("1.50x"));
+        assert!(lines[5].contains("8 B"));
+    }
+}

@@ -1,0 +1,161 @@
+//! `freight`: the command-line tool of the freight transport.
+//!
+//! Subcommands: `bench latency` (the latency benchmark), `demo` (the headline comparison) and
+//! the hidden `bench peer` (the subscriber process the benchmark starts).
+
+mod bench;
+mod demo;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const ABOUT: &str = "Zero-copy transport for large robot data (ROS 2), on iceoryx2";
+
+const LONG_ABOUT: &str = "\
+freight moves large robot data (camera frames, point clouds, tensors) between ROS 2 nodes
+without copying it, on top of iceoryx2 shared memory. This tool measures and demonstrates it.";
+
+// Hard-wrapped on purpose: clap prints help text as written (no `wrap_help` feature).
+const MANUAL: &str = "\
+COMMANDS IN DETAIL
+
+  freight bench latency
+      Measures the one-way latency of freight's transports (intra: two threads of one
+      process; shm-loan: zero-copy shared memory; shm-copy: shared memory with one copy) and
+      of two baselines (iceoryx2: a raw iceoryx2 program written the way freight uses it;
+      memcpy: one copy of the payload), for each message size and wait mode (spin:
+      busy-polling; block: sleeping in the OS). Publisher and subscriber run in two processes
+      pinned to two CPUs and play ping-pong. The table on stdout shows p50, p99 and max latency
+      in microseconds, round trips per second, and each row's p50 relative to its baseline
+      (iceoryx2 for intra and shm-loan, memcpy for shm-copy). --json and --plot also write the
+      rows as JSON and as a log-log PNG. See `freight bench latency --help` for the options.
+
+  freight demo
+      The headline comparison: one 3840x2160 BGRA camera frame (33,177,600 bytes) from a
+      publisher process to a subscriber process over each transport, spinning and blocking,
+      printed as one titled table. It is `freight bench latency` with fixed arguments.
+
+ERRORS
+      Errors are printed as `error: <what went wrong>; <what to do>`; the exit status is 1.";
+
+/// The `freight` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "freight",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_long_help = MANUAL,
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks (see `freight bench latency --help`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Send one 4K BGRA frame between two processes over each transport and compare.
+    #[command(long_about = "\
+Send one 3840x2160 BGRA frame (33,177,600 bytes) from a publisher process to a subscriber
+process over each transport, spinning and blocking, and print the comparison table.
+
+This is `freight bench latency` with fixed arguments. Until freight's own transports are
+registered it shows the iceoryx2 and memcpy baselines only.")]
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Measure one-way latency per transport, wait mode and message size.
+    #[command(long_about = "\
+Measure one-way latency per transport, wait mode and message size.
+
+A publisher and a subscriber play ping-pong: the publisher stamps each message with
+CLOCK_MONOTONIC, the subscriber computes the one-way latency on arrival and acks, and the
+publisher sends the next message only after the ack. They run in two processes pinned to two
+CPUs (intra: two threads; memcpy: one thread). Each row is (transport, wait, size); it ends
+after --iterations round trips or --duration-per-row seconds, whichever comes first, after 50
+discarded warm-up round trips. Messages smaller than 16 bytes still carry the 16-byte header;
+the requested size is reported. The table goes to stdout, progress to stderr.")]
+    Latency(bench::LatencyArgs),
+    /// Internal: the subscriber process started by `bench latency`.
+    #[command(hide = true)]
+    Peer(bench::PeerArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap's own messages already read "error: ...", followed by a usage line and a
+            // pointer to --help (the "what to do"). --help and --version also come this way.
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
+    let result = match cli.command {
+        Command::Bench(BenchCommand::Latency(args)) => {
+            bench::LatencyJob::from_args(&args).and_then(|job| bench::run_latency(&job)).map(|_| ())
+        }
+        Command::Bench(BenchCommand::Peer(args)) => {
+            return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        }
+        Command::Demo(args) => demo::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["freight", "bench", "latency"]).unwrap();
+        let Command::Bench(BenchCommand::Latency(args)) = cli.command else {
+            panic!("expected bench latency");
+        };
+        assert_eq!(args.sizes, [8, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 128 << 20]);
+        let names: Vec<&str> = args.transports.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, ["intra", "shm-loan", "shm-copy", "iceoryx2", "memcpy"]);
+        assert_eq!(args.wait.modes(), [bench::WaitMode::Spin, bench::WaitMode::Block]);
+        assert_eq!(args.iterations, 5000);
+        assert_eq!(args.duration_per_row, std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected() {
+        for argv in [
+            &["freight", "bench", "latency", "--sizes", "8XB"][..],
+            &["freight", "bench", "latency", "--transports", "carrier-pigeon"],
+            &["freight", "bench", "latency", "--wait", "sometimes"],
+            &["freight", "bench", "latency", "--duration-per-row", "0"],
+        ] {
+            assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn peer_is_hidden() {
+        let help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
+        assert!(help.contains("latency"));
+        assert!(!help.contains("peer"));
+    }
+}

@@ -1,0 +1,82 @@
+//! End-to-end: run the `freight` binary as a user would and check what it writes.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A scratch directory unique to this test process, removed on drop.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("freight-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Self(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn bench_latency_writes_table_json_and_png() {
+    let dir = ScratchDir::new("bench");
+    let json = dir.0.join("rows.json");
+    let png = dir.0.join("latency.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args([
+            "bench",
+            "latency",
+            "--sizes",
+            "8B,64KiB",
+            "--transports",
+            "iceoryx2,memcpy",
+            "--wait",
+            "both",
+            "--iterations",
+            "200",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&png)
+        .output()
+        .expect("run freight");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "freight failed: {stderr}");
+
+    // 2 sizes x 2 waits x 2 transports (memcpy is measured once, reported per wait).
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    assert_eq!(rows.len(), 8, "{rows:#?}");
+    for row in &rows {
+        let p50 = row["p50_us"].as_f64().expect("p50_us is a number");
+        assert!(p50 > 0.0, "{row}");
+        assert!(row["p99_us"].as_f64().unwrap() >= p50, "{row}");
+        assert!(row["msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+
+    let png_bytes = std::fs::read(&png).expect("png written");
+    assert!(png_bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("transport | wait"), "{stdout}");
+    assert_eq!(stdout.matches("baseline").count(), 8 + 1, "{stdout}");
+    assert!(stderr.contains("[1/6] iceoryx2 spin 8 B"), "{stderr}");
+}
+
+#[test]
+fn unimplemented_transport_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--transports", "shm-loan,iceoryx2"])
+        .output()
+        .expect("run freight");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.contains("shm-loan"), "{stderr}");
+    assert!(stderr.contains("; "), "error should say what to do: {stderr}");
+    assert!(out.stdout.is_empty(), "nothing may be measured");
+}
