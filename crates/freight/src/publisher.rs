@@ -162,7 +162,7 @@ pub(crate) struct PublisherInner {
     iox: IoxPublisher,
     notifier: Notifier,
     peers: Mutex<Peers>,
-    receivers: Arc<Mutex<std::collections::HashMap<u128, Reliability>>>,
+    receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>>,
     failed: Arc<AtomicUsize>,
     id: u64,
     sequence: AtomicU64,
@@ -217,7 +217,7 @@ impl<M: Message> Publisher<M> {
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
         let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
 
-        let receivers: Arc<Mutex<std::collections::HashMap<u128, Reliability>>> = Arc::default();
+        let receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>> = Arc::default();
         let failed = Arc::new(AtomicUsize::new(0));
         let handler = {
             let receivers = receivers.clone();
@@ -226,7 +226,13 @@ impl<M: Message> Publisher<M> {
             let max_wait = qos.max_blocking_time;
             move |info: &BackpressureInfo| -> BackpressureAction {
                 let theirs = lock(&receivers).get(&info.receiver_port_id).copied();
-                if reliability == Reliability::BestEffort || theirs == Some(Reliability::BestEffort) {
+                if reliability == Reliability::BestEffort
+                    || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
+                {
+                    return BackpressureAction::DiscardData;
+                }
+                // A subscriber whose process died never makes room: do not wait for it.
+                if theirs.is_some_and(|s| !crate::clock::process_alive(s.pid)) {
                     return BackpressureAction::DiscardData;
                 }
                 if info.elapsed_time < max_wait {
@@ -448,11 +454,18 @@ impl PublisherInner {
             let mut receivers = std::collections::HashMap::with_capacity(n);
             self.services.data.dynamic_config().list_subscribers(|d| {
                 if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
-                    receivers.insert(d.subscriber_id.value(), ad.reliability);
+                    receivers.insert(d.subscriber_id.value(), ad);
                     subs.push(ad);
                 }
                 CallbackProgression::Continue
             });
+            if subs.iter().any(|s| !crate::clock::process_alive(s.pid)) {
+                // A subscriber died: have iceoryx2 remove its ports and give
+                // back the samples it held, then read the list again.
+                self.node.inner.iox.try_cleanup_dead_nodes();
+                subs.retain(|s| crate::clock::process_alive(s.pid));
+                receivers.retain(|_, s| crate::clock::process_alive(s.pid));
+            }
             peers.any_remote = subs.iter().any(|s| s.pid != self.pid);
             peers.any_blocking = subs.iter().any(|s| s.wait == WaitMode::Block);
             peers.subs = subs;
