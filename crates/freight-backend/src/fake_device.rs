@@ -850,7 +850,7 @@ impl Backend for FakeDeviceBackend {
             generation: rec.generation.load(Ordering::Relaxed),
             len: block.len as u64,
         };
-        let descriptor = Descriptor::new(encode(&handle))?;
+        let descriptor = Descriptor::from_slice(&encode(&handle))?;
         block.exported = true;
         if readers == 0 {
             free_block(map, block.index);

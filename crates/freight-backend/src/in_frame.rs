@@ -59,10 +59,10 @@ pub(crate) fn export(backend: BackendKind, block: BlockMut) -> Result<Descriptor
     if block.backend != backend {
         return Err(ExportError::ForeignBlock);
     }
-    let mut d = Vec::with_capacity(DESCRIPTOR_LEN);
-    d.extend_from_slice(&(block.slot.offset as u64).to_le_bytes());
-    d.extend_from_slice(&(block.slot.len as u64).to_le_bytes());
-    Descriptor::new(d)
+    let mut d = [0u8; DESCRIPTOR_LEN];
+    d[..8].copy_from_slice(&(block.slot.offset as u64).to_le_bytes());
+    d[8..].copy_from_slice(&(block.slot.len as u64).to_le_bytes());
+    Descriptor::from_slice(&d)
 }
 
 /// Checks a descriptor against the frame it came in and returns the region.

@@ -80,9 +80,18 @@ pub struct FrameSlot {
 unsafe impl Send for FrameSlot {}
 
 /// A descriptor: what a reader needs to import a block. At most
-/// [`MAX_DESCRIPTOR_LEN`] bytes.
+/// [`MAX_DESCRIPTOR_LEN`] bytes; short ones (every backend's but the largest)
+/// live inline, so describing a buffer does not allocate.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Descriptor(Vec<u8>);
+pub struct Descriptor(DescriptorBytes);
+
+const INLINE_DESCRIPTOR: usize = 112;
+
+#[derive(Clone, PartialEq, Eq)]
+enum DescriptorBytes {
+    Inline(u8, [u8; INLINE_DESCRIPTOR]),
+    Heap(Vec<u8>),
+}
 
 impl Descriptor {
     /// Wraps bytes, refusing more than [`MAX_DESCRIPTOR_LEN`].
@@ -90,18 +99,31 @@ impl Descriptor {
         if bytes.len() > MAX_DESCRIPTOR_LEN {
             return Err(ExportError::DescriptorTooLong(bytes.len()));
         }
-        Ok(Descriptor(bytes))
+        Ok(Descriptor(DescriptorBytes::Heap(bytes)))
+    }
+
+    /// Copies a short descriptor without allocating (longer ones go to the heap).
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, ExportError> {
+        if bytes.len() > INLINE_DESCRIPTOR {
+            return Self::new(bytes.to_vec());
+        }
+        let mut inline = [0u8; INLINE_DESCRIPTOR];
+        inline[..bytes.len()].copy_from_slice(bytes);
+        Ok(Descriptor(DescriptorBytes::Inline(bytes.len() as u8, inline)))
     }
 
     /// The encoded bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            DescriptorBytes::Inline(len, bytes) => &bytes[..*len as usize],
+            DescriptorBytes::Heap(v) => v,
+        }
     }
 }
 
 impl fmt::Debug for Descriptor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Descriptor({} bytes)", self.0.len())
+        write!(f, "Descriptor({} bytes)", self.as_bytes().len())
     }
 }
 

@@ -108,6 +108,13 @@ impl CdrWriter {
         Self::with_capacity(64)
     }
 
+    /// A writer that reuses `buf`'s allocation (its contents are discarded).
+    pub fn from_vec(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        buf.extend_from_slice(&ENCAPSULATION_CDR_LE);
+        CdrWriter { buf }
+    }
+
     /// Like [`CdrWriter::new`], reserving `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
         let mut buf = Vec::with_capacity(capacity.max(4));

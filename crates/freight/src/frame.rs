@@ -15,6 +15,7 @@
 //! all such subscribers. Every field is checked on decode: a frame may come from
 //! a buggy or hostile process.
 
+use freight_backend::Descriptor;
 use freight_msg::cdr::DecodeErrorKind;
 use freight_msg::{BackendKind, BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo};
 use freight_msg::{EncodeError, RawBuffer};
@@ -127,13 +128,21 @@ impl Header {
     }
 }
 
-/// One buffer's entry in the table.
+/// One buffer's entry in the table, as the publisher writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub kind: BackendKind,
-    pub descriptor: Vec<u8>,
+    pub descriptor: Descriptor,
     /// A host copy for subscribers that cannot take `kind`.
-    pub alt: Option<(BackendKind, Vec<u8>)>,
+    pub alt: Option<(BackendKind, Descriptor)>,
+}
+
+/// One buffer's entry in the table, as a subscriber reads it (borrowed from the frame).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryRef<'a> {
+    pub kind: BackendKind,
+    pub descriptor: &'a [u8],
+    pub alt: Option<(BackendKind, &'a [u8])>,
 }
 
 /// Writes buffer fields as their ordinal in the table; the table itself is
@@ -150,42 +159,101 @@ impl BufferEncoder for OrdinalEncoder {
     }
 }
 
-/// Encodes the meta region: small fields, then the table.
-pub(crate) fn encode_meta<M: freight_msg::Message>(msg: &M, entries: &[Entry]) -> Result<Vec<u8>, EncodeError> {
-    let mut w = CdrWriter::with_capacity(256);
+/// Encodes the meta region (small fields, then the table) into `meta`, which
+/// is cleared first; `scratch` holds the small fields on the way. Both are
+/// reused from message to message, so encoding allocates nothing once warm.
+pub(crate) fn encode_meta<M: freight_msg::Message>(
+    msg: &M,
+    entries: &[Entry],
+    meta: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    let mut w = CdrWriter::from_vec(std::mem::take(scratch));
     let mut enc = OrdinalEncoder { next: 0 };
-    msg.write(&mut w, &mut enc)?;
-    let small = w.finish();
-    let mut meta = Vec::with_capacity(4 + small.len() + entries.len() * 32);
-    meta.extend_from_slice(&(small.len() as u32).to_le_bytes());
-    meta.extend_from_slice(&small);
-    pad4(&mut meta);
+    let written = msg.write(&mut w, &mut enc);
+    *scratch = w.finish();
+    written?;
+    meta.clear();
+    meta.extend_from_slice(&(scratch.len() as u32).to_le_bytes());
+    meta.extend_from_slice(scratch);
+    pad4(meta);
     for e in entries {
         let (alt_kind, alt_desc) = match &e.alt {
-            Some((k, d)) => (backend_code(*k), d.as_slice()),
+            Some((k, d)) => (backend_code(*k), d.as_bytes()),
             None => (NO_ALT, &[][..]),
         };
         meta.push(backend_code(e.kind));
         meta.push(alt_kind);
-        meta.extend_from_slice(&(e.descriptor.len() as u16).to_le_bytes());
+        meta.extend_from_slice(&(e.descriptor.as_bytes().len() as u16).to_le_bytes());
         meta.extend_from_slice(&(alt_desc.len() as u16).to_le_bytes());
         meta.extend_from_slice(&[0, 0]);
-        meta.extend_from_slice(&e.descriptor);
+        meta.extend_from_slice(e.descriptor.as_bytes());
         meta.extend_from_slice(alt_desc);
-        pad4(&mut meta);
+        pad4(meta);
     }
-    Ok(meta)
+    Ok(())
 }
 
 fn pad4(v: &mut Vec<u8>) {
     v.resize(v.len().next_multiple_of(4), 0);
 }
 
-/// The decoded meta region: small-field CDR and the buffer table.
-#[derive(Debug)]
+/// The meta region of a received frame: the small fields and a reader of the
+/// buffer table. Entries are parsed one by one as the small fields reach the
+/// buffer fields, so reading a message allocates nothing for its table.
+#[derive(Debug, Clone)]
 pub(crate) struct Meta<'a> {
     pub small: &'a [u8],
-    pub entries: Vec<Entry>,
+    pub table: TableReader<'a>,
+}
+
+/// Walks the buffer table, checking each entry against the meta's end.
+#[derive(Debug, Clone)]
+pub(crate) struct TableReader<'a> {
+    meta: &'a [u8],
+    pos: usize,
+    left: usize,
+    frame_len: usize,
+}
+
+impl<'a> TableReader<'a> {
+    /// Entries not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.left
+    }
+}
+
+impl<'a> Iterator for TableReader<'a> {
+    type Item = Result<EntryRef<'a>, FrameError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let trunc = |reason| FrameError::Truncated { len: self.frame_len, reason };
+        let meta = self.meta;
+        let mut pos = self.pos;
+        let entry = (|| {
+            let fixed = meta.get(pos..pos + ENTRY_FIXED).ok_or(trunc("buffer entry runs past the meta"))?;
+            let kind = backend_from_code(fixed[0])?;
+            let alt_code = fixed[1];
+            let dlen = u16::from_le_bytes([fixed[2], fixed[3]]) as usize;
+            let alen = u16::from_le_bytes([fixed[4], fixed[5]]) as usize;
+            pos += ENTRY_FIXED;
+            let descriptor = meta.get(pos..pos + dlen).ok_or(trunc("descriptor runs past the meta"))?;
+            pos += dlen;
+            let alt_desc = meta.get(pos..pos + alen).ok_or(trunc("alternative runs past the meta"))?;
+            pos = (pos + alen).next_multiple_of(4);
+            let alt = if alt_code == NO_ALT { None } else { Some((backend_from_code(alt_code)?, alt_desc)) };
+            Ok(EntryRef { kind, descriptor, alt })
+        })();
+        self.pos = pos;
+        if entry.is_err() {
+            self.left = 0;
+        }
+        Some(entry)
+    }
 }
 
 pub(crate) fn decode_meta<'a>(frame: &'a [u8], h: &Header) -> Result<Meta<'a>, FrameError> {
@@ -196,45 +264,38 @@ pub(crate) fn decode_meta<'a>(frame: &'a [u8], h: &Header) -> Result<Meta<'a>, F
     }
     let small_len = u32::from_le_bytes(meta[..4].try_into().expect("4 bytes")) as usize;
     let small = meta.get(4..4 + small_len).ok_or(trunc("small fields run past the meta"))?;
-    let mut pos = (4 + small_len).next_multiple_of(4);
-    // Every entry takes at least ENTRY_FIXED bytes: bound the count before allocating.
+    let pos = (4 + small_len).next_multiple_of(4);
+    // Every entry takes at least ENTRY_FIXED bytes: a count that cannot fit is
+    // refused before anything relies on it.
     let count = h.buffer_count as usize;
     if count > meta.len().saturating_sub(pos) / ENTRY_FIXED {
         return Err(trunc("buffer table claims more entries than fit"));
     }
-    let mut entries = Vec::with_capacity(count);
-    for _ in 0..count {
-        let fixed = meta.get(pos..pos + ENTRY_FIXED).ok_or(trunc("buffer entry runs past the meta"))?;
-        let kind = backend_from_code(fixed[0])?;
-        let alt_code = fixed[1];
-        let dlen = u16::from_le_bytes([fixed[2], fixed[3]]) as usize;
-        let alen = u16::from_le_bytes([fixed[4], fixed[5]]) as usize;
-        pos += ENTRY_FIXED;
-        let descriptor = meta.get(pos..pos + dlen).ok_or(trunc("descriptor runs past the meta"))?.to_vec();
-        pos += dlen;
-        let alt_desc = meta.get(pos..pos + alen).ok_or(trunc("alternative runs past the meta"))?;
-        pos = (pos + alen).next_multiple_of(4);
-        let alt = if alt_code == NO_ALT { None } else { Some((backend_from_code(alt_code)?, alt_desc.to_vec())) };
-        entries.push(Entry { kind, descriptor, alt });
-    }
-    Ok(Meta { small, entries })
+    Ok(Meta { small, table: TableReader { meta, pos, left: count, frame_len: frame.len() } })
 }
 
-/// Reads buffer-field ordinals and hands out the buffers the subscriber imported.
-pub(crate) struct ImportedBuffers {
-    pub buffers: Vec<Option<RawBuffer>>,
+/// Reads buffer-field ordinals from the small fields and imports each buffer
+/// as it is reached, with `import` deciding which representation to take.
+pub(crate) struct ImportingDecoder<'a, F> {
+    pub table: TableReader<'a>,
+    pub next: u32,
+    pub import: F,
 }
 
-impl BufferDecoder for ImportedBuffers {
+impl<'a, F> BufferDecoder for ImportingDecoder<'a, F>
+where
+    F: FnMut(usize, EntryRef<'a>) -> Result<RawBuffer, String>,
+{
     fn read_buffer(&mut self, r: &mut CdrReader<'_>, _: ElementInfo) -> Result<RawBuffer, DecodeError> {
-        let i = r.read_u32()? as usize;
-        match self.buffers.get_mut(i).map(Option::take) {
-            Some(Some(b)) => Ok(b),
-            Some(None) => Err(r.error(DecodeErrorKind::Buffer(format!("buffer {i} is referenced twice")))),
-            None => Err(r.error(DecodeErrorKind::Buffer(format!(
-                "buffer {i} is not in the table of {} entries",
-                self.buffers.len()
-            )))),
+        let i = r.read_u32()?;
+        if i != self.next {
+            return Err(r.error(DecodeErrorKind::Buffer(format!("buffer {i} where buffer {} was due", self.next))));
+        }
+        self.next += 1;
+        match self.table.next() {
+            Some(Ok(entry)) => (self.import)(i as usize, entry).map_err(|e| r.error(DecodeErrorKind::Buffer(e))),
+            Some(Err(e)) => Err(r.error(DecodeErrorKind::Buffer(e.to_string()))),
+            None => Err(r.error(DecodeErrorKind::Buffer(format!("buffer {i} is not in the table")))),
         }
     }
 }
@@ -247,10 +308,12 @@ mod tests {
     fn sample_frame() -> Vec<u8> {
         let entries = vec![Entry {
             kind: BackendKind::FakeDevice,
-            descriptor: vec![1, 2, 3],
-            alt: Some((BackendKind::Shm, vec![9; 16])),
+            descriptor: Descriptor::new(vec![1, 2, 3]).unwrap(),
+            alt: Some((BackendKind::Shm, Descriptor::new(vec![9; 16]).unwrap())),
         }];
-        let meta = encode_meta(&Image { encoding: "bgra8".into(), ..Default::default() }, &entries).unwrap();
+        let (mut meta, mut scratch) = (Vec::new(), Vec::new());
+        encode_meta(&Image { encoding: "bgra8".into(), ..Default::default() }, &entries, &mut meta, &mut scratch)
+            .unwrap();
         let mut f = vec![0u8; HEADER_LEN + meta.len()];
         Header {
             type_hash: 7,
@@ -270,9 +333,11 @@ mod tests {
         let f = sample_frame();
         let h = Header::read(&f).unwrap();
         assert_eq!((h.type_hash, h.sequence, h.buffer_count), (7, 2, 1));
-        let m = decode_meta(&f, &h).unwrap();
-        assert_eq!(m.entries[0].descriptor, vec![1, 2, 3]);
-        assert_eq!(m.entries[0].alt, Some((BackendKind::Shm, vec![9; 16])));
+        let mut m = decode_meta(&f, &h).unwrap();
+        let e = m.table.next().unwrap().unwrap();
+        assert_eq!(e.descriptor, &[1, 2, 3]);
+        assert_eq!(e.alt, Some((BackendKind::Shm, &[9u8; 16][..])));
+        assert!(m.table.next().is_none());
     }
 
     #[test]
@@ -281,14 +346,16 @@ mod tests {
         for cut in 0..f.len() {
             let g = &f[..cut];
             if let Ok(h) = Header::read(g) {
-                assert!(decode_meta(g, &h).is_err(), "truncated frame of {cut} bytes decoded");
+                let whole = decode_meta(g, &h).and_then(|m| m.table.collect::<Result<Vec<_>, _>>());
+                assert!(whole.is_err(), "truncated frame of {cut} bytes decoded");
             }
         }
         for i in 0..f.len() {
             let mut g = f.clone();
             g[i] ^= 0xff;
             if let Ok(h) = Header::read(&g) {
-                let _ = decode_meta(&g, &h); // must not panic
+                // Must not panic, whatever the flipped byte was.
+                let _ = decode_meta(&g, &h).map(|m| m.table.collect::<Vec<_>>());
             }
         }
     }

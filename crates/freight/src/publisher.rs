@@ -15,11 +15,11 @@
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use freight_backend::{Backend, FrameMemory, FrameSlot, HeapFrame};
+use freight_backend::{Backend, Descriptor, FrameMemory, FrameSlot, HeapFrame};
 use freight_msg::{BackendKind, Message, RawBuffer};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
@@ -71,24 +71,39 @@ pub(crate) enum Route {
 /// The subscribers as last read from the service.
 #[derive(Default)]
 struct Peers {
-    count: usize,
-    refreshed: Option<Instant>,
     subs: Vec<SubscriberAd>,
-    any_remote: bool,
-    any_blocking: bool,
+}
+
+/// What every publish needs to know about the subscribers, readable without a
+/// lock; `Peers` behind its mutex is only touched when they change.
+#[derive(Default)]
+struct PeerSummary {
+    /// Subscriber count when last read; `usize::MAX` forces a read.
+    count: AtomicUsize,
+    /// CLOCK_MONOTONIC_COARSE ms of the last read.
+    read_at_ms: AtomicU64,
+    any_remote: AtomicBool,
+    any_blocking: AtomicBool,
 }
 
 /// A frame being written.
 pub(crate) enum FrameMut {
     Heap(Vec<u8>),
-    Shm(IoxSampleUninit),
+    /// The sample and the start of its payload, read once (iceoryx2's
+    /// thread-safe samples lock on every `payload_mut()`).
+    Shm(IoxSampleUninit, *mut u8),
 }
+
+// SAFETY: the raw pointer is the payload of the sample held beside it, which
+// the thread-safe service lets move between threads; it is only used by the
+// owner of the frame.
+unsafe impl Send for FrameMut {}
 
 impl FrameMut {
     fn base(&mut self) -> *mut u8 {
         match self {
             FrameMut::Heap(v) => v.as_mut_ptr(),
-            FrameMut::Shm(s) => s.payload_mut().as_mut_ptr().cast(),
+            FrameMut::Shm(_, base) => *base,
         }
     }
 
@@ -162,6 +177,7 @@ pub(crate) struct PublisherInner {
     iox: IoxPublisher,
     notifier: Notifier,
     peers: Mutex<Peers>,
+    summary: PeerSummary,
     receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>>,
     failed: Arc<AtomicUsize>,
     id: u64,
@@ -272,6 +288,7 @@ impl<M: Message> Publisher<M> {
                 iox,
                 notifier,
                 peers: Mutex::new(Peers::default()),
+                summary: PeerSummary { count: AtomicUsize::new(usize::MAX), ..Default::default() },
                 receivers,
                 failed,
                 id,
@@ -326,8 +343,9 @@ impl<M: Message> Publisher<M> {
         let inner = &self.inner;
         let route = inner.route();
         let host = inner.host_backend(route);
-        let (device_readers, host_readers) = inner.readers(route, inner.options.backend);
-        let needs_host_copy = inner.pool.is_some() && host_readers > 0;
+        let (device_readers, host_readers) =
+            if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (0, 0) };
+        let needs_host_copy = host_readers > 0;
         let in_frame: Vec<usize> =
             lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
         let lay = layout(inner.options.meta_reserve, &in_frame);
@@ -385,13 +403,15 @@ impl<M: Message> Publisher<M> {
                 Some(slot) => Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
                 None => None,
             };
-            entries.push(Entry { kind: b.backend.kind(), descriptor: descriptor.as_bytes().to_vec(), alt });
+            entries.push(Entry { kind: b.backend.kind(), descriptor, alt });
         }
-        let meta = encode_meta(&msg, &entries)?;
-        if meta.len() > inner.options.meta_reserve {
-            return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: inner.options.meta_reserve });
-        }
-        inner.write_header_and_meta(frame_header::<M>(inner, &meta, entries.len()), &meta, &mut frame);
+        with_meta(&msg, &entries, |meta| {
+            if meta.len() > inner.options.meta_reserve {
+                return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: inner.options.meta_reserve });
+            }
+            inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
+            Ok(())
+        })?;
         inner.deliver(frame, route)
     }
 
@@ -406,9 +426,10 @@ impl<M: Message> Publisher<M> {
         let lens: Vec<usize> = sources.iter().map(|r| r.len_bytes()).collect();
         // Descriptor sizes do not depend on offsets, so the meta length is
         // known before the layout: encode once with placeholders.
+        let placeholder = Descriptor::new(vec![0; 16]).expect("16 bytes fit");
         let placeholder: Vec<Entry> =
-            lens.iter().map(|_| Entry { kind: host.kind(), descriptor: vec![0; 16], alt: None }).collect();
-        let meta_len = encode_meta(msg, &placeholder)?.len();
+            lens.iter().map(|_| Entry { kind: host.kind(), descriptor: placeholder.clone(), alt: None }).collect();
+        let meta_len = with_meta(msg, &placeholder, |meta| Ok(meta.len()))?;
         let lay = layout(meta_len, &lens);
         inner.check_size(lay.total)?;
         let mut frame = inner.alloc_frame(route, lay.total)?;
@@ -422,14 +443,38 @@ impl<M: Message> Publisher<M> {
                     block.write_from_host(0, &bytes).map_err(LoanError::from)?
                 }
             }
-            let d = host.export(block, 0).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
-            entries.push(Entry { kind: host.kind(), descriptor: d.as_bytes().to_vec(), alt: None });
+            let descriptor = host.export(block, 0).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            entries.push(Entry { kind: host.kind(), descriptor, alt: None });
         }
-        let meta = encode_meta(msg, &entries)?;
-        debug_assert_eq!(meta.len(), meta_len);
-        inner.write_header_and_meta(frame_header::<M>(inner, &meta, entries.len()), &meta, &mut frame);
+        with_meta(msg, &entries, |meta| {
+            debug_assert_eq!(meta.len(), meta_len);
+            inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
+            Ok(())
+        })?;
         inner.deliver(frame, route)
     }
+}
+
+/// Encodes the meta region in this thread's scratch buffers and hands it to `f`.
+fn with_meta<M: Message, R>(
+    msg: &M,
+    entries: &[Entry],
+    f: impl FnOnce(&[u8]) -> Result<R, PublishError>,
+) -> Result<R, PublishError> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    SCRATCH.with(|cell| {
+        // A publish from inside `f` cannot happen, but do not panic if it ever does.
+        let mut fresh = (Vec::new(), Vec::new());
+        let mut guard = cell.try_borrow_mut();
+        let (meta, small) = match guard.as_deref_mut() {
+            Ok(bufs) => (&mut bufs.0, &mut bufs.1),
+            Err(_) => (&mut fresh.0, &mut fresh.1),
+        };
+        encode_meta(msg, entries, meta, small)?;
+        f(meta)
+    })
 }
 
 fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize) -> Header {
@@ -447,39 +492,47 @@ impl PublisherInner {
     /// Re-reads the subscriber list when it changed (or is old) and returns the route.
     fn route(&self) -> Route {
         let n = self.services.data.dynamic_config().number_of_subscribers();
-        let mut peers = lock(&self.peers);
-        let stale = peers.refreshed.is_none_or(|t| t.elapsed() > PEER_REFRESH);
-        if n != peers.count || stale {
-            let mut subs = Vec::with_capacity(n);
-            let mut receivers = std::collections::HashMap::with_capacity(n);
-            self.services.data.dynamic_config().list_subscribers(|d| {
-                if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
-                    receivers.insert(d.subscriber_id.value(), ad);
-                    subs.push(ad);
-                }
-                CallbackProgression::Continue
-            });
-            if subs.iter().any(|s| !crate::clock::process_alive(s.pid)) {
-                // A subscriber died: have iceoryx2 remove its ports and give
-                // back the samples it held, then read the list again.
-                self.node.inner.iox.try_cleanup_dead_nodes();
-                subs.retain(|s| crate::clock::process_alive(s.pid));
-                receivers.retain(|_, s| crate::clock::process_alive(s.pid));
-            }
-            peers.any_remote = subs.iter().any(|s| s.pid != self.pid);
-            peers.any_blocking = subs.iter().any(|s| s.wait == WaitMode::Block);
-            peers.subs = subs;
-            peers.count = n;
-            peers.refreshed = Some(Instant::now());
-            *lock(&self.receivers) = receivers;
+        let now_ms = crate::clock::coarse_ms();
+        let summary = &self.summary;
+        if n != summary.count.load(Ordering::Acquire)
+            || now_ms.saturating_sub(summary.read_at_ms.load(Ordering::Relaxed)) > PEER_REFRESH.as_millis() as u64
+        {
+            self.read_peers(n, now_ms);
         }
         // Transient-local data must outlive this process's subscribers, so it
         // always goes through the service, which keeps the history.
-        if peers.any_remote || self.qos.durability == Durability::TransientLocal {
+        if summary.any_remote.load(Ordering::Acquire) || self.qos.durability == Durability::TransientLocal {
             Route::Shm
         } else {
             Route::Intra
         }
+    }
+
+    fn read_peers(&self, n: usize, now_ms: u64) {
+        let mut peers = lock(&self.peers);
+        let mut subs = Vec::with_capacity(n);
+        let mut receivers = std::collections::HashMap::with_capacity(n);
+        self.services.data.dynamic_config().list_subscribers(|d| {
+            if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
+                receivers.insert(d.subscriber_id.value(), ad);
+                subs.push(ad);
+            }
+            CallbackProgression::Continue
+        });
+        if subs.iter().any(|s| !crate::clock::process_alive(s.pid)) {
+            // A subscriber died: have iceoryx2 remove its ports and give
+            // back the samples it held, then read the list again.
+            self.node.inner.iox.try_cleanup_dead_nodes();
+            subs.retain(|s| crate::clock::process_alive(s.pid));
+            receivers.retain(|_, s| crate::clock::process_alive(s.pid));
+        }
+        let summary = &self.summary;
+        summary.any_remote.store(subs.iter().any(|s| s.pid != self.pid), Ordering::Release);
+        summary.any_blocking.store(subs.iter().any(|s| s.wait == WaitMode::Block), Ordering::Release);
+        summary.read_at_ms.store(now_ms, Ordering::Relaxed);
+        summary.count.store(n, Ordering::Release);
+        peers.subs = subs;
+        *lock(&self.receivers) = receivers;
     }
 
     fn hand_out_history(&self) {
@@ -499,7 +552,7 @@ impl PublisherInner {
         };
         match route {
             Route::Intra => count(&mut self.local.subscribers().iter().map(|q| q.ad)),
-            Route::Shm => count(&mut lock(&self.peers).subs.clone().into_iter()),
+            Route::Shm => count(&mut lock(&self.peers).subs.iter().copied()),
         }
     }
 
@@ -530,8 +583,9 @@ impl PublisherInner {
                 Ok(FrameMut::Heap(v))
             }
             Route::Shm => {
-                let s = self.iox.loan_slice_uninit(total).map_err(|e| LoanError::SharedMemory(format!("{e:?}")))?;
-                Ok(FrameMut::Shm(s))
+                let mut s = self.iox.loan_slice_uninit(total).map_err(|e| LoanError::SharedMemory(format!("{e:?}")))?;
+                let base = s.payload_mut().as_mut_ptr().cast();
+                Ok(FrameMut::Shm(s, base))
             }
         }
     }
@@ -544,7 +598,7 @@ impl PublisherInner {
         host: &Arc<dyn Backend>,
         descriptor: &[u8],
         slot: FrameSlot,
-    ) -> Result<Vec<u8>, PublishError> {
+    ) -> Result<Descriptor, PublishError> {
         let fail = |e: String| PublishError::SharedMemory(format!("device-to-host copy: {e}"));
         let len = slot.len;
         let none: freight_backend::Frame = Arc::new(HeapFrame(Vec::new()));
@@ -556,8 +610,7 @@ impl PublisherInner {
         let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
         storage.copy_to_host(dst).map_err(|e| fail(e.to_string()))?;
         drop(storage);
-        let d = host.export(block, 0).map_err(|e| fail(e.to_string()))?;
-        Ok(d.as_bytes().to_vec())
+        host.export(block, 0).map_err(|e| fail(e.to_string()))
     }
 
     fn write_header_and_meta(&self, header: Header, meta: &[u8], frame: &mut FrameMut) {
@@ -582,7 +635,7 @@ impl PublisherInner {
                     }
                 }
             }
-            FrameMut::Shm(sample) => {
+            FrameMut::Shm(sample, _) => {
                 self.failed.store(0, Ordering::Relaxed);
                 // SAFETY: every byte of the sample is initialized: header and
                 // meta were written above, buffers through the typestate loan
@@ -596,7 +649,7 @@ impl PublisherInner {
                     }
                     Err(e) => return Err(PublishError::SharedMemory(format!("{e:?}"))),
                 }
-                wake = lock(&self.peers).any_blocking;
+                wake = self.summary.any_blocking.load(Ordering::Acquire);
             }
         }
         debug_assert!(route == Route::Shm || missed == 0 || self.qos.reliability == Reliability::Reliable);

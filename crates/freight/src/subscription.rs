@@ -4,14 +4,14 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use freight_backend::{Frame, FrameMemory};
+use freight_backend::{BufferStorage, Frame, FrameMemory};
 use freight_msg::{BackendKind, BackendSet, CdrReader, Message, RawBuffer};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
 use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::error::{CreateError, TakeError};
-use crate::frame::{decode_meta, Header, ImportedBuffers};
+use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::topic::{local_topic, lock, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -33,22 +33,40 @@ pub struct SubscriptionOptions {
 
 /// A shared-memory sample as a frame. Buffers that view it keep it (and so the
 /// publisher's memory) alive.
-struct ShmFrame(IoxSample);
+struct ShmFrame {
+    /// Start and length of the payload, read once: iceoryx2's thread-safe
+    /// samples take a lock on every `payload()` call, and frames are read often.
+    ptr: *const u8,
+    len: usize,
+    _sample: IoxSample,
+}
 
-impl std::fmt::Debug for ShmFrame {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ShmFrame({} bytes)", self.0.payload().len())
+impl ShmFrame {
+    fn new(sample: IoxSample) -> Self {
+        let payload = sample.payload();
+        ShmFrame { ptr: payload.as_ptr(), len: payload.len(), _sample: sample }
     }
 }
 
-// SAFETY: the sample is a read-only view of shared memory; freight only reads
-// its bytes (`payload()`), which iceoryx2 permits from any thread for
-// thread-safe services. Release happens on drop, from whichever thread drops it.
+impl std::fmt::Debug for ShmFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ShmFrame({} bytes)", self.len)
+    }
+}
+
+// SAFETY: the frame is a read-only view of shared memory that stays mapped and
+// unchanged while the sample (owned here) lives; freight only reads it. The
+// sample is released on drop, which iceoryx2's thread-safe services allow from
+// any thread.
+unsafe impl Send for ShmFrame {}
+// SAFETY: as above; shared access is read-only.
 unsafe impl Sync for ShmFrame {}
 
 impl FrameMemory for ShmFrame {
     fn bytes(&self) -> &[u8] {
-        self.0.payload()
+        // SAFETY: `ptr..ptr + len` is the sample's payload, valid and immutable
+        // for as long as `self` holds the sample.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
     fn is_process_local(&self) -> bool {
         false
@@ -186,7 +204,7 @@ impl<M: Message> Subscription<M> {
             return decode(&self.inner, frame, Transport::Intra).map(Some);
         }
         match self.inner.iox.receive() {
-            Ok(Some(s)) => decode(&self.inner, Arc::new(ShmFrame(s)), Transport::Shm).map(Some),
+            Ok(Some(s)) => decode(&self.inner, Arc::new(ShmFrame::new(s)), Transport::Shm).map(Some),
             Ok(None) => Ok(None),
             Err(iceoryx2::port::ReceiveError::ExceedsMaxBorrows) => {
                 Err(TakeError::TooManyHeld(self.inner.node.inner.ctx.inner.limits.max_held_samples))
@@ -200,21 +218,35 @@ impl<M: Message> Subscription<M> {
     /// when none came in time.
     pub fn take(&self, timeout: Duration) -> Result<Option<Sample<M>>, TakeError> {
         let deadline = Instant::now() + timeout;
+        let mut polls = 0u32;
         loop {
             if let Some(s) = self.try_take()? {
                 return Ok(Some(s));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
             match self.inner.wait {
-                WaitMode::Spin => std::hint::spin_loop(),
-                WaitMode::Block => self.inner.wait_for_wakeup(left)?,
+                WaitMode::Spin => {
+                    std::hint::spin_loop();
+                    // Reading the clock costs as much as a poll: look at it
+                    // only now and then, the deadline is not that precise.
+                    polls = polls.wrapping_add(1);
+                    if polls % SPIN_POLLS_PER_CLOCK_READ == 0 && Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                }
+                WaitMode::Block => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    self.inner.wait_for_wakeup(left)?
+                }
             }
         }
     }
 }
+
+/// Polls between two looks at the clock in spin mode (about 10 µs).
+const SPIN_POLLS_PER_CLOCK_READ: u32 = 256;
 
 impl SubscriptionInner {
     /// Sleeps until a publisher wakes this topic or `timeout` passes.
@@ -242,7 +274,8 @@ impl SubscriptionInner {
 }
 
 /// Reads a frame: checks it, imports each buffer from the representation this
-/// subscription takes, decodes the small fields.
+/// subscription takes (as the small-field decoder reaches it), decodes the
+/// small fields.
 fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transport) -> Result<Sample<M>, TakeError> {
     let bytes = frame.bytes();
     let header = Header::read(bytes)?;
@@ -254,51 +287,41 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
         });
     }
     let meta = decode_meta(bytes, &header)?;
-    let ctx = &sub.node.inner.ctx.inner;
-    let mut buffers: Vec<Option<RawBuffer>> = Vec::with_capacity(meta.entries.len());
     let mut first_backend = None;
-    for (ordinal, e) in meta.entries.iter().enumerate() {
-        // The publisher counted this subscription as a reader of the primary
-        // memory exactly when it accepts that backend; it owes a release then.
-        let counted = sub.accepts.contains(e.kind) && !matches!(e.kind, BackendKind::Cpu | BackendKind::Shm);
-        let primary = sub.accepts.contains(e.kind).then(|| ctx.backend(e.kind)).flatten();
-        let imported = match (primary, &e.alt) {
-            (Some(b), _) => b.import(&frame, &e.descriptor).map_err(|source| TakeError::Import { ordinal, source }),
-            (None, Some((alt_kind, alt_desc))) => {
-                if counted {
-                    if let Some(b) = ctx.backend(e.kind) {
-                        let _ = b.release_unimported(&e.descriptor);
-                    }
-                }
-                let kind = if sub.accepts.contains(*alt_kind) { *alt_kind } else { BackendKind::Cpu };
-                let b = ctx.backend(kind).expect("cpu and shm are always available");
-                b.import(&frame, alt_desc).map_err(|source| TakeError::Import { ordinal, source })
-            }
-            (None, None) if e.kind == BackendKind::Shm => {
-                // Shared memory this subscription does not take as is: a CPU copy.
-                let b = ctx.backend(BackendKind::Cpu).expect("cpu is always available");
-                b.import(&frame, &e.descriptor).map_err(|source| TakeError::Import { ordinal, source })
-            }
-            (None, None) => Err(TakeError::Unusable {
-                ordinal,
-                backend: e.kind,
-                reason: "no host copy came with it (the subscription joined after it was sent?)".into(),
-            }),
-        };
-        match imported {
+    let mut failure = None;
+    let mut decoder = ImportingDecoder {
+        table: meta.table.clone(),
+        next: 0,
+        import: |ordinal: usize, e: EntryRef<'_>| match import(sub, &frame, ordinal, e) {
             Ok(storage) => {
                 first_backend.get_or_insert(storage.backend());
-                buffers.push(Some(RawBuffer::from_storage(storage)));
+                Ok(RawBuffer::from_storage(storage))
             }
             Err(err) => {
-                release_rest(sub, &meta.entries[ordinal + 1..]);
-                return Err(err);
+                let text = err.to_string();
+                failure = Some(err);
+                Err(text)
             }
+        },
+    };
+    let decoded = CdrReader::new(meta.small).and_then(|mut r| {
+        let msg = M::read(&mut r, &mut decoder)?;
+        r.finish().map(|()| msg)
+    });
+    let unread = decoder.table;
+    let unread_count = unread.remaining();
+    release_unimported(sub, unread);
+    let msg = match (decoded, failure) {
+        (Ok(msg), _) if unread_count == 0 => msg,
+        (Ok(_), _) => {
+            return Err(TakeError::Malformed(FrameError::Truncated {
+                len: bytes.len(),
+                reason: "buffer table has entries no field refers to",
+            }))
         }
-    }
-    let mut r = CdrReader::new(meta.small).map_err(crate::frame::FrameError::from)?;
-    let msg = M::read(&mut r, &mut ImportedBuffers { buffers }).map_err(crate::frame::FrameError::from)?;
-    r.finish().map_err(crate::frame::FrameError::from)?;
+        (Err(_), Some(typed)) => return Err(typed),
+        (Err(e), None) => return Err(FrameError::from(e).into()),
+    };
     let info = MessageInfo {
         publisher_id: header.publisher_id,
         sequence: header.sequence,
@@ -309,13 +332,58 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
     Ok(Sample { msg, info })
 }
 
-/// Gives back holds on device blocks this subscription will not import.
-fn release_rest(sub: &SubscriptionInner, entries: &[crate::frame::Entry]) {
+/// Whether the publisher counted this subscription as a reader of `kind`'s
+/// memory (and so expects it to import or release a hold).
+fn holds_a_share(sub: &SubscriptionInner, kind: BackendKind) -> bool {
+    sub.accepts.contains(kind) && !matches!(kind, BackendKind::Cpu | BackendKind::Shm)
+}
+
+/// Imports one buffer: the publisher's memory if this subscription takes its
+/// backend, else the host copy that came with it, else (shared memory it does
+/// not take as is) a private CPU copy. Never an empty buffer in place of data.
+fn import(
+    sub: &SubscriptionInner,
+    frame: &Frame,
+    ordinal: usize,
+    e: EntryRef<'_>,
+) -> Result<Arc<dyn BufferStorage>, TakeError> {
     let ctx = &sub.node.inner.ctx.inner;
-    for e in entries {
-        if sub.accepts.contains(e.kind) && !matches!(e.kind, BackendKind::Cpu | BackendKind::Shm) {
+    let with = |kind: BackendKind, descriptor: &[u8]| {
+        let b = ctx.backend(kind).ok_or(TakeError::Unusable {
+            ordinal,
+            backend: kind,
+            reason: "the backend is not available in this process".into(),
+        })?;
+        b.import(frame, descriptor).map_err(|source| TakeError::Import { ordinal, source })
+    };
+    if sub.accepts.contains(e.kind) {
+        return with(e.kind, e.descriptor);
+    }
+    if holds_a_share(sub, e.kind) {
+        if let Some(b) = ctx.backend(e.kind) {
+            let _ = b.release_unimported(e.descriptor);
+        }
+    }
+    match e.alt {
+        Some((alt_kind, alt_desc)) => {
+            with(if sub.accepts.contains(alt_kind) { alt_kind } else { BackendKind::Cpu }, alt_desc)
+        }
+        None if e.kind == BackendKind::Shm => with(BackendKind::Cpu, e.descriptor),
+        None => Err(TakeError::Unusable {
+            ordinal,
+            backend: e.kind,
+            reason: "no host copy came with it (did the subscription join after it was sent?)".into(),
+        }),
+    }
+}
+
+/// Gives back holds on device blocks this subscription will not import.
+fn release_unimported(sub: &SubscriptionInner, rest: TableReader<'_>) {
+    let ctx = &sub.node.inner.ctx.inner;
+    for e in rest.flatten() {
+        if holds_a_share(sub, e.kind) {
             if let Some(b) = ctx.backend(e.kind) {
-                let _ = b.release_unimported(&e.descriptor);
+                let _ = b.release_unimported(e.descriptor);
             }
         }
     }

@@ -8,6 +8,7 @@
 //! when it opens the topic, in any process.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -148,6 +149,9 @@ pub(crate) struct IntraQueue {
     pub ad: SubscriberAd,
     depth: usize,
     frames: Mutex<VecDeque<Frame>>,
+    /// Frames queued, readable without the lock: a polling subscription looks
+    /// here millions of times a second and must not take the mutex to see "empty".
+    queued: AtomicUsize,
     space: Condvar,
 }
 
@@ -162,7 +166,13 @@ pub(crate) enum Delivery {
 
 impl IntraQueue {
     pub(crate) fn new(ad: SubscriberAd, depth: usize) -> Self {
-        IntraQueue { ad, depth, frames: Mutex::new(VecDeque::with_capacity(depth)), space: Condvar::new() }
+        IntraQueue {
+            ad,
+            depth,
+            frames: Mutex::new(VecDeque::with_capacity(depth)),
+            queued: AtomicUsize::new(0),
+            space: Condvar::new(),
+        }
     }
 
     /// Queues a frame following the subscription's reliability.
@@ -182,11 +192,18 @@ impl IntraQueue {
             }
         }
         q.push_back(frame);
+        self.queued.store(q.len(), Ordering::Release);
         Delivery::Delivered
     }
 
     pub(crate) fn pop(&self) -> Option<Frame> {
-        let f = lock(&self.frames).pop_front();
+        if self.is_empty() {
+            return None;
+        }
+        let mut q = lock(&self.frames);
+        let f = q.pop_front();
+        self.queued.store(q.len(), Ordering::Release);
+        drop(q);
         if f.is_some() {
             self.space.notify_one();
         }
@@ -194,6 +211,6 @@ impl IntraQueue {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.frames).is_empty()
+        self.queued.load(Ordering::Acquire) == 0
     }
 }
