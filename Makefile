@@ -1,0 +1,37 @@
+# freight: the two commands a user needs are `make demo` and `make test`.
+# Every target installs what is missing first (scripts/install-deps.sh).
+
+CARGO ?= cargo
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+FREIGHT := target/release/freight
+
+.PHONY: all deps build demo test lint bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+# Leaves the tool at target/release/freight.
+build: deps
+	$(CARGO) build --release --workspace --locked
+
+# The main job: a 4K BGRA frame between two processes, loan vs copy vs raw iceoryx2.
+demo: build
+	$(FREIGHT) demo
+
+# Every test, in release mode (large payloads; shares the build above), then lints.
+test: build
+	$(CARGO) test --release --workspace --locked
+	$(MAKE) --no-print-directory lint
+
+lint: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
+
+# The full latency table recorded in BENCHMARKS.md.
+bench: build
+	$(FREIGHT) bench latency --json bench-latency.json --plot bench-latency.png
+
+clean:
+	$(CARGO) clean

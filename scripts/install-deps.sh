@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what building and testing freight needs on Debian 12, as root, and
+# nothing that is already there. Safe to run again; `make` runs it first.
+set -euo pipefail
+
+MIN_RUST="1.89"   # iceoryx2 0.10's minimum
+
+need_pkgs=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in build-essential pkg-config fonts-dejavu-core; do
+    have_pkg "$pkg" || need_pkgs+=("$pkg")
+done
+
+if ((${#need_pkgs[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "error: missing Debian packages: ${need_pkgs[*]}; run 'make' as root or install them with apt-get" >&2
+        exit 1
+    fi
+    echo "installing: ${need_pkgs[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
+fi
+
+# Rust: use the toolchain on PATH (or in ~/.cargo/bin) if it is new enough.
+export PATH="$HOME/.cargo/bin:$PATH"
+version_ok() { [[ "$(printf '%s\n%s\n' "$MIN_RUST" "$1" | sort -V | head -n1)" == "$MIN_RUST" ]]; }
+rust_version() { rustc --version 2>/dev/null | awk '{print $2}'; }
+if ! command -v cargo >/dev/null || ! version_ok "$(rust_version)"; then
+    # Debian's own rustc is older than iceoryx2 needs; Debian's rustup (where
+    # the release has it) installs a current toolchain from the Rust project.
+    if [[ $(id -u) -eq 0 ]] && apt-cache show rustup >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rustup
+        rustup default stable
+    fi
+    if ! command -v cargo >/dev/null || ! version_ok "$(rust_version)"; then
+        echo "error: freight needs Rust >= $MIN_RUST (found: $(rust_version || echo none));" \
+             "install it with rustup (https://rustup.rs) and run make again" >&2
+        exit 1
+    fi
+fi
+echo "dependencies ok: $(rustc --version)"
