@@ -277,3 +277,78 @@ fn a_subscription_cannot_hold_more_samples_than_its_limit() {
     drop((a, b));
     assert!(sub.take(T).unwrap().is_some(), "released samples make room");
 }
+
+freight::message! {
+    /// A user message with two large fields of different element types.
+    pub struct DepthWithConfidence = "test_msgs/msg/DepthWithConfidence" {
+        pub width: u32,
+        pub depth: Buffer<f32>,
+        pub label: String,
+        pub confidence: Buffer<u8>,
+    }
+}
+
+#[test]
+fn user_messages_with_several_buffers_travel_by_loan_and_by_copy() {
+    let n = node("user");
+    let t = topic("user");
+    let sub = n.create_subscription::<DepthWithConfidence>(&t, 5).unwrap();
+    let publisher = n.create_publisher::<DepthWithConfidence>(&t, 5).unwrap();
+    let mut loan = publisher.loan_buffers(&[4 * 4, 4]).unwrap();
+    let depth: Vec<u8> = [1.5f32, 2.5, 3.5, 4.5].iter().flat_map(|f| f.to_le_bytes()).collect();
+    loan.write_buffer_from_host(0, 0, &depth).unwrap();
+    loan.write_buffer_from_host(1, 0, &[9, 8, 7, 6]).unwrap();
+    // SAFETY: both buffers were written in full just above.
+    let mut msg = unsafe { loan.assume_init() };
+    msg.width = 4;
+    msg.label = "near".into();
+    publisher.publish(msg).unwrap();
+    let got = sub.take(T).unwrap().unwrap();
+    assert_eq!(got.depth.as_slice().unwrap(), &[1.5, 2.5, 3.5, 4.5]);
+    assert_eq!(got.confidence.as_slice().unwrap(), &[9, 8, 7, 6]);
+    assert_eq!((got.width, got.label.as_str()), (4, "near"));
+
+    let copy = DepthWithConfidence {
+        width: 1,
+        depth: Buffer::from(vec![0.25f32]),
+        label: "far".into(),
+        confidence: Buffer::from(vec![1u8]),
+    };
+    publisher.publish_copy(&copy).unwrap();
+    assert_eq!(*sub.take(T).unwrap().unwrap(), copy);
+}
+
+#[test]
+fn different_ros_domains_do_not_see_each_other() {
+    let t = topic("domains");
+    let a = ContextBuilder::default().domain_id(7).create().unwrap().create_node("a").unwrap();
+    let b = ContextBuilder::default().domain_id(8).create().unwrap().create_node("b").unwrap();
+    let sub = b.create_subscription::<UInt8MultiArray>(&t, 5).unwrap();
+    let publisher = a.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+    assert_eq!(publisher.subscription_count(), 0);
+    publisher.publish(publisher.loan(4).unwrap().write_from_fn(|_| 1)).unwrap();
+    assert!(sub.take(Duration::from_millis(100)).unwrap().is_none());
+}
+
+#[test]
+fn domain_id_comes_from_ros_domain_id() {
+    // The variable is process-wide and other tests create contexts in parallel,
+    // so each case runs in a child process of this test binary.
+    if let Ok(expect) = std::env::var("FREIGHT_EXPECT_DOMAIN") {
+        match (expect.as_str(), Context::new()) {
+            ("error", Err(freight::ContextError::BadDomainId(_))) => {}
+            (n, Ok(ctx)) if n.parse() == Ok(ctx.domain_id()) => {}
+            (_, got) => panic!("ROS_DOMAIN_ID gave {got:?}, expected {expect}"),
+        }
+        return;
+    }
+    for (value, expect) in [("42", "42"), ("not-a-number", "error"), ("233", "error"), ("", "0")] {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["domain_id_comes_from_ros_domain_id", "--exact", "--test-threads=1"])
+            .env("ROS_DOMAIN_ID", value)
+            .env("FREIGHT_EXPECT_DOMAIN", expect)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "ROS_DOMAIN_ID={value:?}: {}", String::from_utf8_lossy(&status.stdout));
+    }
+}
