@@ -246,7 +246,9 @@ fn publish(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: u32) -> Opt
                 .unwrap_or_else(|e| panic!("{label}: write_from_host of the front half failed: {e}"));
         }
     }
-    let descriptor = b.export(block, readers).unwrap_or_else(|e| panic!("{label}: export failed: {e}"));
+    let descriptor = b
+        .export(block, &vec![std::process::id(); readers as usize])
+        .unwrap_or_else(|e| panic!("{label}: export failed: {e}"));
     Some(Published { frame: builder.finish(), descriptor, expected })
 }
 
@@ -396,7 +398,7 @@ pub fn garbage_descriptors_are_refused(h: &dyn Harness) {
             panic!("{label}: descriptor {what} was imported ({} bytes in {})", buf.len(), buf.backend());
         }
         if !b.in_frame() {
-            assert!(b.release_unimported(d).is_err(), "{label}: descriptor {what} was released");
+            assert!(b.release_unimported(d, std::process::id()).is_err(), "{label}: descriptor {what} was released");
         }
     }
     let buf = import(h, &p);
@@ -540,14 +542,17 @@ pub fn release_unimported_gives_the_hold_back(h: &dyn Harness) {
     let p = publish(h, 100, 17, Via::WriteFromHost, 3).expect("write_from_host always works");
     let d = p.descriptor.as_bytes();
     let reader = import(h, &p);
-    b.release_unimported(d).unwrap_or_else(|e| panic!("{label}: first release_unimported: {e}"));
+    b.release_unimported(d, std::process::id()).unwrap_or_else(|e| panic!("{label}: first release_unimported: {e}"));
     assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + 1, "{label}: block freed while held");
-    b.release_unimported(d).unwrap_or_else(|e| panic!("{label}: second release_unimported: {e}"));
+    b.release_unimported(d, std::process::id()).unwrap_or_else(|e| panic!("{label}: second release_unimported: {e}"));
     assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + 1, "{label}: block freed while imported");
     assert_contents(h, reader.as_ref(), &p.expected, "the reader that imported");
     drop(reader);
     assert_stats(h, before, "after every hold was given back");
-    assert!(b.release_unimported(d).is_err(), "{label}: release_unimported of a freed block succeeded");
+    assert!(
+        b.release_unimported(d, std::process::id()).is_err(),
+        "{label}: release_unimported of a freed block succeeded"
+    );
 }
 
 /// Pool backends: the descriptor of a block that was freed, and then of one
@@ -567,7 +572,7 @@ pub fn descriptor_of_freed_or_reused_block_is_stale(h: &dyn Harness) {
         other => panic!("{label}: import of a descriptor {when} gave {other:?}"),
     };
     stale("of a freed block");
-    match b.release_unimported(old.descriptor.as_bytes()) {
+    match b.release_unimported(old.descriptor.as_bytes(), std::process::id()) {
         Err(ImportError::Stale { .. }) => {}
         other => panic!("{label}: release_unimported of a freed block gave {other:?}"),
     }
@@ -594,18 +599,22 @@ pub fn exhausted_pool_recovers_after_release(h: &dyn Harness) {
     let exhausted = loop {
         assert!(held.len() < 100_000, "{label}: no exhaustion after {} blocks of {len} bytes", held.len());
         match b.allocate(len, None) {
-            Ok(block) => held.push(b.export(block, 1).unwrap_or_else(|e| panic!("{label}: export: {e}"))),
+            Ok(block) => {
+                held.push(b.export(block, &[std::process::id()]).unwrap_or_else(|e| panic!("{label}: export: {e}")))
+            }
             Err(e @ AllocError::Exhausted { .. }) => break e,
             Err(e) => panic!("{label}: allocating until exhausted gave {e:?}"),
         }
     };
     assert!(!held.is_empty(), "{label}: the pool lends not one block of {len} bytes: {exhausted}");
     let first = held.pop().expect("not empty");
-    b.release_unimported(first.as_bytes()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+    b.release_unimported(first.as_bytes(), std::process::id())
+        .unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
     let again = b.allocate(len, None).unwrap_or_else(|e| panic!("{label}: allocate after a release: {e}"));
     drop(again);
     for d in held {
-        b.release_unimported(d.as_bytes()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+        b.release_unimported(d.as_bytes(), std::process::id())
+            .unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
     }
     assert_stats(h, before, "after every block was released");
 }

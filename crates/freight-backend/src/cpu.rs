@@ -35,7 +35,7 @@ impl Backend for CpuBackend {
         in_frame::allocate(BackendKind::Cpu, len, slot)
     }
 
-    fn export(&self, block: BlockMut, _readers: u32) -> Result<Descriptor, ExportError> {
+    fn export(&self, block: BlockMut, _readers: &[u32]) -> Result<Descriptor, ExportError> {
         in_frame::export(BackendKind::Cpu, block)
     }
 
@@ -52,7 +52,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn release_unimported(&self, _descriptor: &[u8]) -> Result<(), ImportError> {
+    fn release_unimported(&self, _descriptor: &[u8], _reader: u32) -> Result<(), ImportError> {
         Ok(())
     }
 

@@ -546,7 +546,7 @@ impl Pool {
 /// let mut block = device.allocate(5, None).unwrap();
 /// assert!(block.host_mut().is_none()); // device memory: no in-place CPU writes
 /// block.write_from_host(0, b"hello").unwrap();
-/// let descriptor = device.export(block, 1).unwrap();
+/// let descriptor = device.export(block, &[std::process::id()]).unwrap();
 ///
 /// // The reader's side: the frame does not carry the bytes.
 /// let frame: Frame = Arc::new(HeapFrame(Vec::new()));
@@ -837,7 +837,8 @@ impl Backend for FakeDeviceBackend {
         Ok(Box::new(FakeDeviceBlock { pool: self.pool.clone(), index, len, offset, exported: false }))
     }
 
-    fn export(&self, block: BlockMut, readers: u32) -> Result<Descriptor, ExportError> {
+    fn export(&self, block: BlockMut, readers: &[u32]) -> Result<Descriptor, ExportError> {
+        let readers = readers.len() as u32;
         let mut block = block.into_any().downcast::<FakeDeviceBlock>().map_err(|_| ExportError::ForeignBlock)?;
         if !Arc::ptr_eq(&block.pool, &self.pool) {
             return Err(ExportError::ForeignBlock);
@@ -866,7 +867,7 @@ impl Backend for FakeDeviceBackend {
         Ok(Arc::new(FakeDeviceStorage { map, index, len, offset }))
     }
 
-    fn release_unimported(&self, descriptor: &[u8]) -> Result<(), ImportError> {
+    fn release_unimported(&self, descriptor: &[u8], _reader: u32) -> Result<(), ImportError> {
         let Resolved { map, index, generation, .. } = self.resolve(descriptor)?;
         if release_hold(&map, index) {
             return Ok(());

@@ -158,10 +158,10 @@ pub struct BackendStats {
 /// One kind of memory that buffer fields can live in.
 ///
 /// The writer calls [`allocate`](Backend::allocate), writes, and calls
-/// [`export`](Backend::export) with the number of readers that will import the
-/// block; each reader calls [`import`](Backend::import) once (or
-/// [`release_unimported`](Backend::release_unimported) if it drops the message
-/// first). Memory returns to the backend when every reader's block is gone.
+/// [`export`](Backend::export) with the readers that will import the block;
+/// each reader calls [`import`](Backend::import) once (or
+/// [`release_unimported`](Backend::release_unimported) if it will not). Memory
+/// returns to the backend when every reader's hold is gone.
 /// In-frame backends need none of this bookkeeping: the frame owns the bytes.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// Which backend this is.
@@ -178,17 +178,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// reserved for the buffer as `slot`; pool backends get `None`.
     fn allocate(&self, len: usize, slot: Option<FrameSlot>) -> Result<BlockMut, AllocError>;
 
-    /// Seals a written block for `readers` readers and describes it. The block
-    /// stays allocated until each of them has imported and dropped it (or
-    /// released it unimported); with `readers == 0` it is freed at once.
-    fn export(&self, block: BlockMut, readers: u32) -> Result<Descriptor, ExportError>;
+    /// Seals a written block and describes it, with one hold for each reader
+    /// (given by process id; a process may appear once per subscription it
+    /// has). The block stays allocated until every hold is gone: imported and
+    /// dropped, released unimported, or reclaimed because its process died.
+    /// With no readers it is freed at once.
+    fn export(&self, block: BlockMut, readers: &[u32]) -> Result<Descriptor, ExportError>;
 
     /// Opens the block `descriptor` describes, found in `frame`. The descriptor
     /// came from another process: every field is checked.
     fn import(&self, frame: &Frame, descriptor: &[u8]) -> Result<Arc<dyn BufferStorage>, ImportError>;
 
-    /// Gives back a reader's share of a block it will not import.
-    fn release_unimported(&self, descriptor: &[u8]) -> Result<(), ImportError>;
+    /// Gives back the hold of `reader` (a process id) on a block it will not
+    /// import: it chose another representation, or never received the message.
+    fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError>;
+
+    /// Releases the holds of readers whose process died; returns how many.
+    /// Backends whose memory the frame owns have none.
+    fn reclaim_dead_readers(&self) -> usize {
+        0
+    }
 
     /// Current usage.
     fn stats(&self) -> BackendStats;

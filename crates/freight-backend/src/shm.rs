@@ -55,7 +55,7 @@ impl Backend for ShmBackend {
         in_frame::allocate(BackendKind::Shm, len, slot)
     }
 
-    fn export(&self, block: BlockMut, _readers: u32) -> Result<Descriptor, ExportError> {
+    fn export(&self, block: BlockMut, _readers: &[u32]) -> Result<Descriptor, ExportError> {
         in_frame::export(BackendKind::Shm, block)
     }
 
@@ -63,7 +63,7 @@ impl Backend for ShmBackend {
         in_frame::view(BackendKind::Shm, frame, descriptor)
     }
 
-    fn release_unimported(&self, _descriptor: &[u8]) -> Result<(), ImportError> {
+    fn release_unimported(&self, _descriptor: &[u8], _reader: u32) -> Result<(), ImportError> {
         Ok(())
     }
 

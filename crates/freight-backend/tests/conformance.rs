@@ -70,7 +70,7 @@ fn fake_device_pool_file_is_owner_only_and_removed_on_drop() {
 fn export_one(device: &FakeDeviceBackend, len: usize, seed: u8) -> Vec<u8> {
     let mut block = device.allocate(len, None).unwrap();
     block.write_from_host(0, &pattern(len, seed)).unwrap();
-    device.export(block, 1).unwrap().as_bytes().to_vec()
+    device.export(block, &[std::process::id()]).unwrap().as_bytes().to_vec()
 }
 
 #[test]

@@ -28,7 +28,7 @@ struct Parts<M> {
     frame: FrameMut,
     buffers: Vec<LoanedBuffer>,
     route: Route,
-    device_readers: u32,
+    device_readers: Vec<u32>,
 }
 
 /// A loan whose buffers have not been written. Write them with
@@ -47,7 +47,13 @@ pub struct Loan<M: Message> {
 }
 
 impl<M: Message> LoanUninit<M> {
-    pub(crate) fn new(msg: M, frame: FrameMut, buffers: Vec<LoanedBuffer>, route: Route, device_readers: u32) -> Self {
+    pub(crate) fn new(
+        msg: M,
+        frame: FrameMut,
+        buffers: Vec<LoanedBuffer>,
+        route: Route,
+        device_readers: Vec<u32>,
+    ) -> Self {
         LoanUninit { parts: Parts { msg, frame, buffers, route, device_readers } }
     }
 
@@ -139,7 +145,7 @@ impl<M: Message> Loan<M> {
         self.parts.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
     }
 
-    pub(crate) fn into_parts(self) -> (M, FrameMut, Vec<LoanedBuffer>, Route, u32) {
+    pub(crate) fn into_parts(self) -> (M, FrameMut, Vec<LoanedBuffer>, Route, Vec<u32>) {
         let p = self.parts;
         (p.msg, p.frame, p.buffers, p.route, p.device_readers)
     }

@@ -86,6 +86,30 @@ struct PeerSummary {
     any_blocking: AtomicBool,
 }
 
+/// Subscribers a frame could not be delivered to, recorded by the backpressure
+/// handler during `send`. The publish path reads one flag when nothing was
+/// missed, which is nearly always.
+#[derive(Default)]
+struct MissedReceivers {
+    any: AtomicBool,
+    /// Each missed subscriber (if known) and whether it was a reliable one.
+    list: Mutex<Vec<(Option<SubscriberAd>, bool)>>,
+}
+
+impl MissedReceivers {
+    fn record(&self, ad: Option<SubscriberAd>, reliable: bool) {
+        lock(&self.list).push((ad, reliable));
+        self.any.store(true, Ordering::Release);
+    }
+
+    fn take(&self) -> Vec<(Option<SubscriberAd>, bool)> {
+        if !self.any.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *lock(&self.list))
+    }
+}
+
 /// A frame being written.
 pub(crate) enum FrameMut {
     Heap(Vec<u8>),
@@ -179,7 +203,7 @@ pub(crate) struct PublisherInner {
     peers: Mutex<Peers>,
     summary: PeerSummary,
     receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>>,
-    failed: Arc<AtomicUsize>,
+    missed: Arc<MissedReceivers>,
     id: u64,
     sequence: AtomicU64,
     pool: Option<Arc<dyn Backend>>,
@@ -234,29 +258,28 @@ impl<M: Message> Publisher<M> {
         let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
 
         let receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>> = Arc::default();
-        let failed = Arc::new(AtomicUsize::new(0));
+        let missed = Arc::new(MissedReceivers::default());
         let handler = {
             let receivers = receivers.clone();
-            let failed = failed.clone();
+            let missed = missed.clone();
             let reliability = qos.reliability;
             let max_wait = qos.max_blocking_time;
             move |info: &BackpressureInfo| -> BackpressureAction {
                 let theirs = lock(&receivers).get(&info.receiver_port_id).copied();
-                if reliability == Reliability::BestEffort
+                let skip = reliability == Reliability::BestEffort
                     || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
-                {
-                    return BackpressureAction::DiscardData;
-                }
-                // A subscriber whose process died never makes room: do not wait for it.
-                if theirs.is_some_and(|s| !crate::clock::process_alive(s.pid)) {
-                    return BackpressureAction::DiscardData;
-                }
-                if info.elapsed_time < max_wait {
+                    // A subscriber whose process died never makes room: do not wait for it.
+                    || theirs.is_some_and(|s| !crate::clock::process_alive(s.pid));
+                if !skip && info.elapsed_time < max_wait {
                     std::thread::yield_now();
                     return BackpressureAction::Retry;
                 }
-                failed.fetch_add(1, Ordering::Relaxed);
-                BackpressureAction::DiscardDataAndFail
+                missed.record(theirs, !skip);
+                if skip {
+                    BackpressureAction::DiscardData
+                } else {
+                    BackpressureAction::DiscardDataAndFail
+                }
             }
         };
         let name = format!(
@@ -290,7 +313,7 @@ impl<M: Message> Publisher<M> {
                 peers: Mutex::new(Peers::default()),
                 summary: PeerSummary { count: AtomicUsize::new(usize::MAX), ..Default::default() },
                 receivers,
-                failed,
+                missed,
                 id,
                 sequence: AtomicU64::new(0),
                 pool,
@@ -344,7 +367,7 @@ impl<M: Message> Publisher<M> {
         let route = inner.route();
         let host = inner.host_backend(route);
         let (device_readers, host_readers) =
-            if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (0, 0) };
+            if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (Vec::new(), 0) };
         let needs_host_copy = host_readers > 0;
         let in_frame: Vec<usize> =
             lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
@@ -393,26 +416,40 @@ impl<M: Message> Publisher<M> {
         let host = inner.host_backend(route);
         let mut entries = Vec::with_capacity(buffers.len());
         for b in buffers {
-            let is_pool = !b.backend.in_frame();
-            let extra = u32::from(is_pool && b.host_copy.is_some());
-            let descriptor = b
-                .backend
-                .export(b.block, if is_pool { device_readers + extra } else { 0 })
-                .map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            // Device blocks are held for each reader, and once more for the
+            // publisher itself when it makes the host copy.
+            let readers = match (b.backend.in_frame(), b.host_copy.is_some()) {
+                (true, _) => Vec::new(),
+                (false, false) => device_readers.clone(),
+                (false, true) => [device_readers.as_slice(), &[inner.pid]].concat(),
+            };
+            let descriptor =
+                b.backend.export(b.block, &readers).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
             let alt = match b.host_copy {
                 Some(slot) => Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
                 None => None,
             };
             entries.push(Entry { kind: b.backend.kind(), descriptor, alt });
         }
-        with_meta(&msg, &entries, |meta| {
+        let written = with_meta(&msg, &entries, |meta| {
             if meta.len() > inner.options.meta_reserve {
                 return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: inner.options.meta_reserve });
             }
             inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
             Ok(())
-        })?;
-        inner.deliver(frame, route)
+        });
+        let device: Vec<Entry> =
+            entries.into_iter().filter(|e| !matches!(e.kind, BackendKind::Cpu | BackendKind::Shm)).collect();
+        if let Err(e) = written {
+            // Nobody will see this frame: give back every reader's hold.
+            for pid in &device_readers {
+                device.iter().for_each(|d| {
+                    let _ = inner.pool.as_ref().map(|p| p.release_unimported(d.descriptor.as_bytes(), *pid));
+                });
+            }
+            return Err(e);
+        }
+        inner.deliver(frame, &device)
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once
@@ -443,7 +480,7 @@ impl<M: Message> Publisher<M> {
                     block.write_from_host(0, &bytes).map_err(LoanError::from)?
                 }
             }
-            let descriptor = host.export(block, 0).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            let descriptor = host.export(block, &[]).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
             entries.push(Entry { kind: host.kind(), descriptor, alt: None });
         }
         with_meta(msg, &entries, |meta| {
@@ -451,7 +488,7 @@ impl<M: Message> Publisher<M> {
             inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
             Ok(())
         })?;
-        inner.deliver(frame, route)
+        inner.deliver(frame, &[])
     }
 }
 
@@ -523,6 +560,9 @@ impl PublisherInner {
             // A subscriber died: have iceoryx2 remove its ports and give
             // back the samples it held, then read the list again.
             self.node.inner.iox.try_cleanup_dead_nodes();
+            if let Some(pool) = &self.pool {
+                pool.reclaim_dead_readers();
+            }
             subs.retain(|s| crate::clock::process_alive(s.pid));
             receivers.retain(|_, s| crate::clock::process_alive(s.pid));
         }
@@ -545,14 +585,30 @@ impl PublisherInner {
         }
     }
 
-    /// Subscribers on `route` that accept `kind`, and those that do not.
-    fn readers(&self, route: Route, kind: BackendKind) -> (u32, u32) {
-        let count = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
-            ads.fold((0, 0), |(yes, no), ad| if ad.accepts.contains(kind) { (yes + 1, no) } else { (yes, no + 1) })
+    /// The process ids of subscribers on `route` that accept `kind` (one entry
+    /// per subscription), and how many do not.
+    fn readers(&self, route: Route, kind: BackendKind) -> (Vec<u32>, usize) {
+        let split = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
+            let (yes, no): (Vec<_>, Vec<_>) = ads.partition(|ad| ad.accepts.contains(kind));
+            (yes.iter().map(|ad| ad.pid).collect(), no.len())
         };
         match route {
-            Route::Intra => count(&mut self.local.subscribers().iter().map(|q| q.ad)),
-            Route::Shm => count(&mut lock(&self.peers).subs.iter().copied()),
+            Route::Intra => split(&mut self.local.subscribers().iter().map(|q| q.ad)),
+            Route::Shm => split(&mut lock(&self.peers).subs.iter().copied()),
+        }
+    }
+
+    /// Gives back the device-memory holds of a subscriber that will never see
+    /// this frame (its queue was full, or its process died).
+    fn release_for(&self, ad: &SubscriberAd, device: &[Entry]) {
+        let Some(pool) = &self.pool else { return };
+        if !ad.accepts.contains(pool.kind()) {
+            return;
+        }
+        for e in device {
+            // An error means the hold is already gone (e.g. reclaimed because the
+            // process died); nothing is left to give back.
+            let _ = pool.release_unimported(e.descriptor.as_bytes(), ad.pid);
         }
     }
 
@@ -610,7 +666,7 @@ impl PublisherInner {
         let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
         storage.copy_to_host(dst).map_err(|e| fail(e.to_string()))?;
         drop(storage);
-        host.export(block, 0).map_err(|e| fail(e.to_string()))
+        host.export(block, &[]).map_err(|e| fail(e.to_string()))
     }
 
     fn write_header_and_meta(&self, header: Header, meta: &[u8], frame: &mut FrameMut) {
@@ -620,7 +676,9 @@ impl PublisherInner {
         frame.write_at(HEADER_LEN, meta);
     }
 
-    fn deliver(&self, frame: FrameMut, route: Route) -> Result<(), PublishError> {
+    /// Sends a finished frame. `device` lists its buffers in device memory,
+    /// whose holds are given back for subscribers that do not receive it.
+    fn deliver(&self, frame: FrameMut, device: &[Entry]) -> Result<(), PublishError> {
         let mut missed = 0;
         let mut wake = false;
         match frame {
@@ -630,29 +688,34 @@ impl PublisherInner {
                 for q in self.local.subscribers() {
                     match deliver_intra(&q, &frame, self.qos) {
                         Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
-                        Delivery::Skipped => {}
-                        Delivery::TimedOut => missed += 1,
+                        Delivery::Skipped => self.release_for(&q.ad, device),
+                        Delivery::TimedOut => {
+                            self.release_for(&q.ad, device);
+                            missed += 1;
+                        }
                     }
                 }
             }
             FrameMut::Shm(sample, _) => {
-                self.failed.store(0, Ordering::Relaxed);
                 // SAFETY: every byte of the sample is initialized: header and
                 // meta were written above, buffers through the typestate loan
                 // or the copy, and padding is shared memory that the kernel
                 // zero-filled when first mapped or that held an earlier frame.
                 let sample = unsafe { sample.assume_init() };
-                match sample.send() {
-                    Ok(_) => {}
-                    Err(iceoryx2::port::SendError::UnableToDeliver) => {
-                        missed = self.failed.load(Ordering::Relaxed).max(1)
+                let sent = sample.send();
+                for (ad, reliable) in self.missed.take() {
+                    missed += usize::from(reliable);
+                    if let Some(ad) = ad {
+                        self.release_for(&ad, device);
                     }
+                }
+                match sent {
+                    Ok(_) | Err(iceoryx2::port::SendError::UnableToDeliver) => {}
                     Err(e) => return Err(PublishError::SharedMemory(format!("{e:?}"))),
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
             }
         }
-        debug_assert!(route == Route::Shm || missed == 0 || self.qos.reliability == Reliability::Reliable);
         if wake {
             // A failed wake-up leaves data queued; the subscriber sees it on its
             // next wait, so it is not an error of this publish.

@@ -229,7 +229,7 @@ impl<M: Message> Subscription<M> {
                     // Reading the clock costs as much as a poll: look at it
                     // only now and then, the deadline is not that precise.
                     polls = polls.wrapping_add(1);
-                    if polls % SPIN_POLLS_PER_CLOCK_READ == 0 && Instant::now() >= deadline {
+                    if polls.is_multiple_of(SPIN_POLLS_PER_CLOCK_READ) && Instant::now() >= deadline {
                         return Ok(None);
                     }
                 }
@@ -270,6 +270,24 @@ impl SubscriptionInner {
     /// Clears pending wake-ups (after a wait-set reported this subscription).
     pub(crate) fn drain_wakeups(&self) {
         let _ = self.listener.try_wait(|_| {});
+    }
+}
+
+impl Drop for SubscriptionInner {
+    /// Gives back device-memory holds of messages this subscription will never
+    /// read: the publisher counted it as a reader of each of them.
+    fn drop(&mut self) {
+        let release = |bytes: &[u8]| {
+            if let Ok(meta) = Header::read(bytes).and_then(|h| decode_meta(bytes, &h)) {
+                release_unimported(self, meta.table);
+            }
+        };
+        while let Some(frame) = self.intra.pop() {
+            release(frame.bytes());
+        }
+        while let Ok(Some(sample)) = self.iox.receive() {
+            release(sample.payload());
+        }
     }
 }
 
@@ -361,7 +379,7 @@ fn import(
     }
     if holds_a_share(sub, e.kind) {
         if let Some(b) = ctx.backend(e.kind) {
-            let _ = b.release_unimported(e.descriptor);
+            let _ = b.release_unimported(e.descriptor, std::process::id());
         }
     }
     match e.alt {
@@ -383,7 +401,7 @@ fn release_unimported(sub: &SubscriptionInner, rest: TableReader<'_>) {
     for e in rest.flatten() {
         if holds_a_share(sub, e.kind) {
             if let Some(b) = ctx.backend(e.kind) {
-                let _ = b.release_unimported(e.descriptor);
+                let _ = b.release_unimported(e.descriptor, std::process::id());
             }
         }
     }

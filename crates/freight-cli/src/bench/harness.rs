@@ -609,7 +609,9 @@ mod tests {
         p.row_timeout = Duration::from_millis(500);
         let started = Instant::now();
         let err = run_row(&t, &row(8), &p, NO_PINNING).unwrap_err();
-        assert!(err.what().contains("gave up waiting for the ack for message 0"), "{err}");
+        // Either side may give up first (the publisher waiting for its ack, or
+        // the subscriber thread waiting for the next message); both end the row.
+        assert!(err.what().contains("gave up waiting for the"), "{err}");
         // The subscriber thread noticed and ended too, or run_row would not have returned.
         assert!(started.elapsed() < Duration::from_secs(5));
     }

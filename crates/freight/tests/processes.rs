@@ -1,0 +1,1407 @@
+//! Behaviour across real processes: shared-memory delivery, negotiation per
+//! subscriber, type checks, crashes of peers, cleanup of what dead processes
+//! left in /dev/shm, file permissions, hostile frames, back-pressure and
+//! blocking waits.
+//!
+//! Every test spawns its peers by re-executing this test binary on the test's
+//! own name with `FREIGHT_TEST_CHILD=<role>` (and parameters in other
+//! `FREIGHT_TEST_*` variables). A child talks to its parent through lines on
+//! stdout (`READY`, `GOT ...`) and listens on stdin; it exits when its stdin
+//! closes, so no child outlives its parent. When a test ends, however it ends,
+//! the parent closes each child's stdin, kills it if it has not exited within
+//! a second, and reaps it (freight's liveness check is `kill(pid, 0)`, which a
+//! zombie passes).
+//!
+//! The tests run one at a time (a static mutex): some of them inspect files or
+//! kill processes, and the timing assertions of the others must not compete
+//! for the machine's CPUs with a 1 GiB message. Tests that inspect files only
+//! look at files the process under test holds (from /proc/<pid>/maps and
+//! /proc/<pid>/fd) that did not exist before, so other processes using
+//! iceoryx2 at the same time do not disturb them.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use freight::backend::{AllocError, ImportError};
+use freight::msgs::sensor_msgs::{Image, PointCloud2};
+use freight::msgs::std_msgs::UInt8MultiArray;
+use freight::{
+    BackendKind, BackendSet, Context, CreateError, FrameError, Limits, LoanError, Message, Node, PublishError,
+    Publisher, PublisherOptions, QoS, SubscriptionOptions, TakeError, Transport, WaitMode,
+};
+
+/// The variable that makes a test run as a child, and names its role.
+const CHILD_ENV: &str = "FREIGHT_TEST_CHILD";
+/// Marks a child's lines for its parent: the test harness writes on the same
+/// stdout (`test name ... ` without a newline before the child's first line).
+const MARK: &str = "#freight# ";
+/// Default deadline of a wait that should succeed.
+const T: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------
+
+/// Serializes the tests of this file.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn child_role() -> Option<String> {
+    std::env::var(CHILD_ENV).ok()
+}
+
+/// A topic no other test (or earlier run) uses.
+fn topic(name: &str) -> String {
+    format!("/proc_{}_{name}", std::process::id())
+}
+
+fn node(name: &str) -> Node {
+    Context::new().unwrap().create_node(name).unwrap()
+}
+
+/// The byte at `i` of message `k`: period 251, so any 251-aligned chunk of a
+/// buffer equals the same chunk of [`reference`].
+fn pat(k: u32, i: usize) -> u8 {
+    ((i % 251) as u8).wrapping_add((k as u8).wrapping_mul(17))
+}
+
+const REF_CHUNK: usize = 251 * 256;
+
+fn reference(k: u32) -> Vec<u8> {
+    (0..REF_CHUNK).map(|i| pat(k, i)).collect()
+}
+
+/// Whether `bytes` holds the pattern of message `k` (memcmp per chunk, so a
+/// debug build checks 72 MB quickly).
+fn has_pattern(k: u32, bytes: &[u8]) -> bool {
+    let r = reference(k);
+    bytes.chunks(REF_CHUNK).all(|c| c == &r[..c.len()])
+}
+
+/// Whether the first and last 4 KiB of `bytes` hold the pattern of message `k`.
+fn has_pattern_at_ends(k: u32, bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    let ends = [0..4096.min(n), n.saturating_sub(4096)..n];
+    ends.into_iter().all(|mut r| r.all(|i| bytes[i] == pat(k, i)))
+}
+
+/// Polls `cond` until it holds or `timeout` passes.
+fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn wait_for_subscriptions<M: Message>(p: &Publisher<M>, n: usize) {
+    assert!(
+        wait_until(T, || p.subscription_count() == n),
+        "publisher on {} sees {} subscriptions, expected {n}",
+        p.topic_name(),
+        p.subscription_count()
+    );
+}
+
+/// Where iceoryx2 keeps what is not shared memory (nodes, service descriptions).
+const IOX2_ROOT: &str = "/tmp/iceoryx2";
+
+/// Every file below `dir`, recursively; nothing if it does not exist.
+fn files_below(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => files_below(&path, out),
+            Ok(_) => {
+                out.insert(path);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The files in /dev/shm and iceoryx2's files elsewhere that process `pid`
+/// has open or mapped.
+fn held_files(pid: u32) -> BTreeSet<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("reading the child's maps");
+    let mapped = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).map(PathBuf::from);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("reading the child's fds");
+    let open = fds.flatten().filter_map(|e| std::fs::read_link(e.path()).ok());
+    mapped
+        .chain(open)
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            p.starts_with("/dev/shm") || (p.starts_with(IOX2_ROOT) && name.starts_with("iox2_"))
+        })
+        .collect()
+}
+
+/// CPU time this process used so far (user + system).
+fn cpu_time() -> Duration {
+    // SAFETY: an all-zero rusage is a valid value and getrusage only writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid, writable rusage.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    assert_eq!(r, 0, "getrusage: {}", std::io::Error::last_os_error());
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Publishes a 1 KiB message whose bytes say `(tag, n)` and whose
+/// `layout.data_offset` is `n`.
+fn publish_tagged(p: &Publisher<UInt8MultiArray>, tag: u8, n: u32) -> Result<(), PublishError> {
+    let mut m = p.loan(1024).unwrap().write_from_fn(|i| match i {
+        0 => tag,
+        1 => n as u8,
+        _ => pat(n, i),
+    });
+    m.layout.data_offset = n;
+    p.publish(m)
+}
+
+/// Whether `b` is what [`publish_tagged`] wrote for message `n`.
+fn is_tagged(b: &[u8], n: u32) -> bool {
+    b.len() == 1024 && b[1] == n as u8 && b.iter().enumerate().skip(2).all(|(i, &x)| x == pat(n, i))
+}
+
+// ---------------------------------------------------------------------------
+// Parent side: a spawned child
+// ---------------------------------------------------------------------------
+
+/// A child process running one role of a test. Ended and reaped on drop.
+struct Kid {
+    role: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+    status: Option<ExitStatus>,
+}
+
+impl Kid {
+    /// Runs `test` (this binary's test of that name) as `role`, with `env`.
+    fn spawn(test: &str, role: &str, env: &[(&str, &str)]) -> Kid {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut cmd = Command::new(exe);
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
+            .env(CHILD_ENV, role)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawning a child test process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdin = child.stdin.take();
+        Kid { role: role.into(), child, stdin, lines, seen: Vec::new(), stderr, status: None }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What is known about the child, for failure messages.
+    fn diagnose(&mut self) -> String {
+        std::thread::sleep(Duration::from_millis(50));
+        let status = match self.status {
+            Some(s) => format!("reaped: {s}"),
+            None => match self.child.try_wait() {
+                Ok(Some(s)) => format!("exited: {s}"),
+                _ => "still running".into(),
+            },
+        };
+        let stderr = self.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        format!("child {} (pid {}) {status}\nstdout lines: {:?}\nstderr:\n{stderr}", self.role, self.pid(), self.seen)
+    }
+
+    /// Waits for a stdout line starting with `prefix` and returns its words
+    /// after the prefix. Lines before it (the test harness's) are skipped.
+    fn expect(&mut self, prefix: &str, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    let Some(at) = line.find(MARK) else { continue };
+                    if let Some(rest) = line[at + MARK.len()..].strip_prefix(prefix) {
+                        if rest.is_empty() || rest.starts_with(' ') {
+                            return rest.split_whitespace().map(String::from).collect();
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no {prefix:?} line within {timeout:?}; {}", self.diagnose())
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("child closed stdout before a {prefix:?} line; {}", self.diagnose())
+                }
+            }
+        }
+    }
+
+    /// Sends a command line to the child.
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("child stdin open");
+        writeln!(stdin, "{line}").and_then(|_| stdin.flush()).expect("writing to the child");
+    }
+
+    /// SIGKILL, then reap: the pid no longer exists afterwards.
+    fn kill(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            self.status = Some(self.child.wait().expect("reaping the child"));
+        }
+    }
+
+    /// Closes stdin (the child's signal to end) and waits for a clean exit.
+    fn finish(mut self) {
+        self.stdin = None;
+        let deadline = Instant::now() + T;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("waiting for the child") {
+                self.status = Some(s);
+                let diag = self.diagnose();
+                assert!(s.success(), "child failed; {diag}");
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!("child did not exit after its stdin closed; {}", self.diagnose());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Kid {
+    /// Asks the child to end (its stdin closes) so that it can remove what it
+    /// created, then kills it if it has not within a second; reaps it either way.
+    fn drop(&mut self) {
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while self.status.is_none() && Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(s)) => self.status = Some(s),
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+        self.kill();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Child side
+// ---------------------------------------------------------------------------
+
+fn say(line: impl AsRef<str>) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{MARK}{}", line.as_ref()).and_then(|_| out.flush()).expect("writing to the parent");
+}
+
+fn param(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("child parameter {name} missing"))
+}
+
+/// Lines from the parent; the channel disconnects when the parent closes stdin.
+fn commands() -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Blocks until the parent closes stdin (or a minute passes: a safety net).
+fn wait_for_parent(cmds: &Receiver<String>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || matches!(cmds.recv_timeout(left), Err(RecvTimeoutError::Disconnected)) {
+            return;
+        }
+    }
+}
+
+/// The path of the mapping that contains `addr` in this process, or `anon`.
+fn mapping_of(addr: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("reading /proc/self/maps");
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let range = f.next().unwrap_or_default();
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+        if (a..b).contains(&addr) {
+            return f.nth(4).unwrap_or("anon").to_string();
+        }
+    }
+    "unmapped".into()
+}
+
+fn accepted(list: &str) -> BackendSet {
+    let kinds: Vec<BackendKind> =
+        list.split(',').map(|n| BackendKind::from_name(n).unwrap_or_else(|| panic!("backend {n}"))).collect();
+    BackendSet::of(&kinds)
+}
+
+fn run_child(role: &str) {
+    let cmds = commands();
+    let t = param("FREIGHT_TEST_TOPIC");
+    let n = node("child");
+    match role {
+        // Checks sizes, patterns and that the bytes are viewed in shared memory.
+        "sizes_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            say("READY");
+            let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            for _ in 0..count {
+                let s = sub.take(T).unwrap().expect("a message in time");
+                let k = s.layout.data_offset;
+                let bytes = s.data.as_bytes().expect("shm buffers are host memory");
+                let ok = if bytes.len() > 100 << 20 { has_pattern_at_ends(k, bytes) } else { has_pattern(k, bytes) };
+                let map = if bytes.is_empty() { "-".to_string() } else { mapping_of(bytes.as_ptr() as usize) };
+                say(format!("GOT {k} {} {ok} {} {:?} {map}", bytes.len(), s.backend(), s.info().transport));
+            }
+        }
+        // Reports every message of every publisher.
+        "collect_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+            say("READY");
+            let count: usize = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            for _ in 0..count {
+                let s = sub.take(T).unwrap().expect("a message in time");
+                let b = s.data.as_bytes().unwrap();
+                say(format!("GOT {} {} {}", b[0], b[1], is_tagged(b, s.layout.data_offset)));
+            }
+            say("DONE");
+        }
+        // A subscription accepting the listed backends.
+        "accept_sub" => {
+            let opts = SubscriptionOptions {
+                accepted_backends: Some(accepted(&param("FREIGHT_TEST_ACCEPT"))),
+                ..Default::default()
+            };
+            let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, opts).unwrap();
+            say("READY");
+            let s = sub.take(T).unwrap().expect("a message in time");
+            let k = s.layout.data_offset;
+            let host = s.data.as_bytes().is_some();
+            let copy = s.data.to_vec().expect("to_vec works for every backend");
+            let buffer_backend = s.data.backend();
+            say(format!(
+                "GOT {} {} {host} {} {:?} {buffer_backend}",
+                copy.len(),
+                s.backend(),
+                !copy.is_empty() && has_pattern(k, &copy),
+                s.info().transport
+            ));
+        }
+        // A fake-device publisher that has published once.
+        "device_pub" => {
+            let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+            let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+            p.publish(p.loan(4096).unwrap().write_from_fn(|i| pat(0, i))).unwrap();
+            say("READY");
+            wait_for_parent(&cmds);
+            drop(p);
+        }
+        // Endpoints that only exist.
+        "image_pub" => {
+            let p = n.create_publisher::<Image>(&t, 5).unwrap();
+            say("READY");
+            wait_for_parent(&cmds);
+            drop(p);
+        }
+        "shm_user" => {
+            let p = n.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+            let s = n.create_subscription::<UInt8MultiArray>(&t, 5).unwrap();
+            publish_tagged(&p, 1, 1).unwrap();
+            assert!(s.take(T).unwrap().is_some());
+            say("READY");
+            wait_for_parent(&cmds);
+            drop((p, s));
+        }
+        // Takes 3 samples and holds them, never takes again.
+        "hold_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(4)).unwrap();
+            say("SUBSCRIBED");
+            let held: Vec<_> = (0..3).map(|_| sub.take(T).unwrap().expect("a message in time")).collect();
+            say(format!("READY {}", held.len()));
+            wait_for_parent(&cmds);
+            drop(held);
+        }
+        // Takes everything, reports how much on `COUNT`.
+        "live_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(16).best_effort()).unwrap();
+            say("READY");
+            let mut got = 0usize;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                while let Some(_s) = sub.take(Duration::from_millis(10)).unwrap() {
+                    got += 1;
+                }
+                match cmds.try_recv() {
+                    Ok(c) if c == "COUNT" => say(format!("COUNT {got}")),
+                    Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                }
+            }
+        }
+        // One message, then wait.
+        "once_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            say("READY");
+            let s = sub.take(T).unwrap().expect("a message in time");
+            say(format!("GOT {} {:?}", s.data.len(), s.info().transport));
+        }
+        // Publishes every millisecond until killed.
+        "stream_pub" => {
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            say("READY");
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut i = 0u32;
+            while Instant::now() < deadline {
+                match publish_tagged(&p, 7, i) {
+                    Ok(()) | Err(PublishError::QueueFull { .. }) => {}
+                    Err(e) => panic!("publish failed: {e}"),
+                }
+                i += 1;
+                if matches!(cmds.try_recv(), Err(mpsc::TryRecvError::Disconnected)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // A raw iceoryx2 publisher sending hand-made frames.
+        "raw_pub" => raw_publisher(&t, &cmds),
+        // Subscribes with the given QoS and never takes.
+        "idle_sub" => {
+            let qos = match param("FREIGHT_TEST_QOS").as_str() {
+                "reliable2" => QoS::keep_last(2),
+                "besteffort2" => QoS::keep_last(2).best_effort(),
+                q => panic!("qos {q}"),
+            };
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+            say("READY");
+            wait_for_parent(&cmds);
+            drop(sub);
+        }
+        // Accepts fake-device memory, takes and holds some samples.
+        "device_hold_sub" => {
+            let qos = match param("FREIGHT_TEST_QOS").as_str() {
+                "besteffort1" => QoS::keep_last(1).best_effort(),
+                "reliable4" => QoS::keep_last(4),
+                q => panic!("qos {q}"),
+            };
+            let opts =
+                SubscriptionOptions { accepted_backends: Some(accepted("shm,fake-device")), ..Default::default() };
+            let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, qos, opts).unwrap();
+            say("READY");
+            let hold: usize = param("FREIGHT_TEST_HOLD").parse().unwrap();
+            let held: Vec<_> = (0..hold).map(|_| sub.take(T).unwrap().expect("a message in time")).collect();
+            assert!(held.iter().all(|s| s.backend() == BackendKind::FakeDevice));
+            say(format!("HELD {}", held.len()));
+            wait_for_parent(&cmds);
+            drop((held, sub));
+        }
+        // CPU time of a blocking and of a spinning wait.
+        "block_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            // Start the clocks first: the parent publishes 300 ms after it reads READY.
+            let (c0, t0) = (cpu_time(), Instant::now());
+            say("READY");
+            let s = sub.take(Duration::from_secs(5)).unwrap();
+            let (cpu, wall) = (cpu_time() - c0, t0.elapsed());
+            let len = s.map_or(-1, |s| s.data.len() as i64);
+            say(format!("GOT {len} {} {}", cpu.as_micros(), wall.as_micros()));
+        }
+        "spin_sub" => {
+            let opts = SubscriptionOptions { wait: WaitMode::Spin, ..Default::default() };
+            let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, opts).unwrap();
+            say("READY");
+            let (c0, t0) = (cpu_time(), Instant::now());
+            let s = sub.take(Duration::from_millis(200)).unwrap();
+            let (cpu, wall) = (cpu_time() - c0, t0.elapsed());
+            say(format!("IDLE {} {} {}", s.is_none(), cpu.as_micros(), wall.as_micros()));
+        }
+        r => panic!("unknown child role {r}"),
+    }
+    wait_for_parent(&cmds);
+}
+
+// ---------------------------------------------------------------------------
+// Hand-made frames (layout of crates/freight/src/frame.rs, version 1)
+// ---------------------------------------------------------------------------
+
+mod raw {
+    use freight::Message;
+    use freight_msg::{BufferEncoder, CdrWriter, ElementInfo, EncodeError, RawBuffer};
+
+    pub const HEADER_LEN: usize = 64;
+    pub const SHM: u8 = 2;
+    pub const NO_ALT: u8 = 0xff;
+
+    /// Writes every buffer field as index `next`, `next + 1`, ...
+    struct Ordinals(u32);
+
+    impl BufferEncoder for Ordinals {
+        fn write_buffer(&mut self, w: &mut CdrWriter, _: &RawBuffer, _: ElementInfo) -> Result<(), EncodeError> {
+            w.write_u32(self.0);
+            self.0 += 1;
+            Ok(())
+        }
+    }
+
+    /// The small fields of `msg` with buffer fields as table indices from `first`.
+    pub fn small_fields<M: Message>(msg: &M, first: u32) -> Vec<u8> {
+        let mut w = CdrWriter::new();
+        msg.write(&mut w, &mut Ordinals(first)).unwrap();
+        w.finish()
+    }
+
+    /// One buffer-table entry.
+    pub struct Entry {
+        pub kind: u8,
+        pub descriptor: Vec<u8>,
+    }
+
+    pub fn meta(small: &[u8], entries: &[Entry]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&(small.len() as u32).to_le_bytes());
+        m.extend_from_slice(small);
+        m.resize(m.len().next_multiple_of(4), 0);
+        for e in entries {
+            m.extend_from_slice(&[e.kind, NO_ALT]);
+            m.extend_from_slice(&(e.descriptor.len() as u16).to_le_bytes());
+            m.extend_from_slice(&0u16.to_le_bytes());
+            m.extend_from_slice(&[0, 0]);
+            m.extend_from_slice(&e.descriptor);
+            m.resize(m.len().next_multiple_of(4), 0);
+        }
+        m
+    }
+
+    pub fn header(type_hash: u64, sequence: u64, meta_len: u32, buffer_count: u32) -> Vec<u8> {
+        let mut h = vec![0u8; HEADER_LEN];
+        h[0..4].copy_from_slice(b"FRT1");
+        h[4..6].copy_from_slice(&1u16.to_le_bytes());
+        h[8..16].copy_from_slice(&type_hash.to_le_bytes());
+        h[16..24].copy_from_slice(&0x5eed_u64.to_le_bytes());
+        h[24..32].copy_from_slice(&sequence.to_le_bytes());
+        h[32..40].copy_from_slice(&1u64.to_le_bytes());
+        h[40..44].copy_from_slice(&meta_len.to_le_bytes());
+        h[44..48].copy_from_slice(&buffer_count.to_le_bytes());
+        h
+    }
+
+    pub fn shm_descriptor(offset: u64, len: u64) -> Vec<u8> {
+        [offset.to_le_bytes(), len.to_le_bytes()].concat()
+    }
+
+    /// A complete frame of `msg` whose one buffer is `data` in the frame, with
+    /// `descriptor(data_offset, data_len)` as its table entry.
+    pub fn frame<M: Message>(
+        msg: &M,
+        type_hash: u64,
+        data: &[u8],
+        descriptor: impl Fn(u64, u64) -> Vec<u8>,
+    ) -> Vec<u8> {
+        let small = small_fields(msg, 0);
+        let meta_len = meta(&small, &[Entry { kind: SHM, descriptor: descriptor(0, 0) }]).len();
+        let data_offset = (HEADER_LEN + meta_len).next_multiple_of(64);
+        let m = meta(&small, &[Entry { kind: SHM, descriptor: descriptor(data_offset as u64, data.len() as u64) }]);
+        assert_eq!(m.len(), meta_len);
+        let mut f = header(type_hash, 9, m.len() as u32, 1);
+        f.extend_from_slice(&m);
+        f.resize(data_offset, 0);
+        f.extend_from_slice(data);
+        f.resize(f.len().next_multiple_of(64), 0);
+        f
+    }
+}
+
+/// What the raw publisher sends, in order, and what the subscription must say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    BadHeader,
+    Truncated,
+    WrongType,
+    OutOfFrame,
+    /// Any malformed-frame error.
+    Malformed,
+    Fields,
+    Valid,
+}
+
+fn hostile_frames() -> Vec<(&'static str, Vec<u8>, Expect)> {
+    use raw::*;
+    let msg = UInt8MultiArray::default();
+    let data: Vec<u8> = (0..1000).map(|i| pat(5, i)).collect();
+    let hash = UInt8MultiArray::TYPE_HASH;
+    let valid = frame(&msg, hash, &data, shm_descriptor);
+    let mut frames = vec![
+        ("garbage", vec![0xa5u8; 100], Expect::BadHeader),
+        ("empty", Vec::new(), Expect::Truncated),
+        ("truncated header", valid[..40].to_vec(), Expect::Truncated),
+    ];
+    let mut meta_past_end = header(hash, 1, 1_000_000, 1);
+    meta_past_end.extend_from_slice(&[0u8; 64]);
+    frames.push(("meta past the end", meta_past_end, Expect::Truncated));
+    let mut version2 = valid.clone();
+    version2[4..6].copy_from_slice(&2u16.to_le_bytes());
+    frames.push(("version 2", version2, Expect::BadHeader));
+    frames.push(("type hash of Image", frame(&msg, Image::TYPE_HASH, &data, shm_descriptor), Expect::WrongType));
+    let len = valid.len() as u64;
+    frames.push((
+        "buffer past the end",
+        frame(&msg, hash, &data, |off, n| shm_descriptor(off, n + len)),
+        Expect::OutOfFrame,
+    ));
+    frames.push((
+        "buffer far outside",
+        frame(&msg, hash, &data, |_, n| shm_descriptor(1 << 40, n)),
+        Expect::OutOfFrame,
+    ));
+    frames.push((
+        "offset + length overflows",
+        frame(&msg, hash, &data, |off, _| shm_descriptor(off, u64::MAX - 8)),
+        Expect::OutOfFrame,
+    ));
+    let mut unknown = valid.clone();
+    let small_len = u32::from_le_bytes(unknown[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap()) as usize;
+    let entry_at = HEADER_LEN + (4 + small_len).next_multiple_of(4);
+    assert_eq!(unknown[entry_at], SHM, "the hand-made table starts where frame.rs says");
+    unknown[entry_at] = 9;
+    frames.push(("unknown backend", unknown, Expect::Malformed));
+    let mut huge_count = valid.clone();
+    huge_count[44..48].copy_from_slice(&u32::MAX.to_le_bytes());
+    frames.push(("huge buffer count", huge_count, Expect::Truncated));
+    // Small fields that reference buffer 3 of a table of 1.
+    let small = small_fields(&msg, 3);
+    let m = meta(&small, &[Entry { kind: SHM, descriptor: shm_descriptor(0, 0) }]);
+    let mut bad_index = header(hash, 2, m.len() as u32, 1);
+    bad_index.extend_from_slice(&m);
+    frames.push(("buffer index outside the table", bad_index, Expect::Fields));
+    // A table of two entries for a message with one buffer field.
+    let m = meta(&small_fields(&msg, 0), &[0, 1].map(|_| Entry { kind: SHM, descriptor: shm_descriptor(0, 0) }));
+    let mut extra_entry = header(hash, 3, m.len() as u32, 2);
+    extra_entry.extend_from_slice(&m);
+    frames.push(("an entry no field refers to", extra_entry, Expect::Malformed));
+    frames.push(("valid", valid, Expect::Valid));
+    frames
+}
+
+fn raw_publisher(topic: &str, cmds: &Receiver<String>) {
+    use iceoryx2::prelude::*;
+    use iceoryx2::service::attribute::{AttributeKey, AttributeValue, AttributeVerifier};
+    type Svc = ipc_threadsafe::Service;
+
+    set_log_level(LogLevel::Error);
+    let domain = param("FREIGHT_TEST_DOMAIN");
+    let iox = NodeBuilder::new().create::<Svc>().unwrap();
+    let name = ServiceName::new(&format!("freight/{domain}{topic}")).unwrap();
+    let key = |s: &str| -> AttributeKey { s.try_into().unwrap() };
+    let value = |s: &str| -> AttributeValue { s.try_into().unwrap() };
+    let hash = format!("{:016x}", <UInt8MultiArray as Message>::TYPE_HASH);
+    let verifier = AttributeVerifier::new()
+        .require(&key("freight.type"), &value(UInt8MultiArray::TYPE_NAME))
+        .and_then(|v| v.require(&key("freight.type_hash"), &value(&hash)))
+        .unwrap();
+    let limits = freight::Limits::default();
+    let svc = iox
+        .service_builder(&name)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(limits.max_publishers)
+        .max_subscribers(limits.max_subscriptions)
+        .subscriber_max_buffer_size(limits.max_depth)
+        .history_size(limits.max_depth)
+        .subscriber_max_borrowed_samples(limits.max_held_samples)
+        .enable_safe_overflow(false)
+        .open_with_attributes(&verifier)
+        .unwrap();
+    let publisher = svc
+        .publisher_builder()
+        .initial_max_slice_len(4096)
+        .allocation_strategy(AllocationStrategy::PowerOfTwo)
+        .create()
+        .unwrap();
+    for (what, bytes, _) in hostile_frames() {
+        let sample = publisher.loan_slice_uninit(bytes.len()).unwrap();
+        sample.write_from_slice(&bytes).send().unwrap_or_else(|e| panic!("sending {what}: {e:?}"));
+    }
+    say("SENT");
+    wait_for_parent(cmds);
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn shared_memory_delivers_across_processes_without_copy_and_with_changing_sizes() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("sizes");
+    let n = node("sizes");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+    let sizes: [usize; 5] = [1 << 20, 72_000_000, 1 << 20, 0, 1 << 30];
+    let count = sizes.len().to_string();
+    let mut kid = Kid::spawn(
+        "shared_memory_delivers_across_processes_without_copy_and_with_changing_sizes",
+        "sizes_sub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_COUNT", &count)],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    for (k, &len) in sizes.iter().enumerate() {
+        let k = k as u32;
+        let mut loan = p.loan(len).unwrap();
+        assert_eq!(loan.backend(), BackendKind::Shm, "a subscriber in another process: shared memory");
+        let mut m = if len == 1 << 30 {
+            let buf = loan.buffer_uninit_mut(0).expect("shared memory is host memory");
+            assert_eq!(buf.len(), len);
+            for i in (0..4096).chain(len - 4096..len) {
+                buf[i].write(pat(k, i));
+            }
+            // SAFETY: the subscriber reads only the first and last 4 KiB, which
+            // were written; the rest is zero-filled shared memory.
+            unsafe { loan.assume_init() }
+        } else {
+            loan.write_from_fn(|i| pat(k, i))
+        };
+        m.layout.data_offset = k;
+        p.publish(m).unwrap_or_else(|e| panic!("publishing {len} bytes: {e}"));
+        let got = kid.expect("GOT", T);
+        assert_eq!(got[0], k.to_string(), "messages arrive in order");
+        assert_eq!(got[1], len.to_string(), "length of message {k}");
+        assert_eq!(got[2], "true", "pattern of message {k} ({len} bytes)");
+        assert_eq!(got[3], "shm", "backend of message {k}");
+        assert_eq!(got[4], "Shm", "transport of message {k}");
+        if len > 0 {
+            assert!(
+                got[5].starts_with("/dev/shm/iox2_"),
+                "the subscriber reads message {k} in place in the publisher's shared memory, not a copy: {}",
+                got[5]
+            );
+        }
+    }
+    kid.finish();
+}
+
+#[test]
+fn many_subscribers_and_publishers_share_a_topic() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "many_subscribers_and_publishers_share_a_topic";
+    let t = topic("many");
+    let n = node("many");
+    let qos = QoS::keep_last(16);
+    let local = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+    let pubs =
+        [n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap(), node("many2").create_publisher(&t, qos).unwrap()];
+    const PER_PUB: u32 = 5;
+    let count = (2 * PER_PUB).to_string();
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str()), ("FREIGHT_TEST_COUNT", count.as_str())];
+    let mut kids = [Kid::spawn(name, "collect_sub", &env), Kid::spawn(name, "collect_sub", &env)];
+    for k in &mut kids {
+        k.expect("READY", T);
+    }
+    for p in &pubs {
+        wait_for_subscriptions(p, 3);
+    }
+    for i in 0..PER_PUB {
+        for (tag, p) in pubs.iter().enumerate() {
+            publish_tagged(p, tag as u8, i).unwrap();
+        }
+    }
+    let expected: BTreeSet<(u8, u8)> = (0..2u8).flat_map(|tag| (0..PER_PUB as u8).map(move |i| (tag, i))).collect();
+    for k in &mut kids {
+        let mut got = BTreeSet::new();
+        for _ in 0..2 * PER_PUB {
+            let w = k.expect("GOT", T);
+            assert_eq!(w[2], "true", "payload intact");
+            got.insert((w[0].parse().unwrap(), w[1].parse().unwrap()));
+        }
+        k.expect("DONE", T);
+        assert_eq!(got, expected, "child {} got every message of both publishers", k.pid());
+    }
+    let mut got = BTreeSet::new();
+    while let Some(s) = local.take(Duration::from_millis(200)).unwrap() {
+        assert_eq!(s.info().transport, Transport::Shm, "with remote subscribers everything goes through shm");
+        let b = s.data.as_bytes().unwrap();
+        assert!(got.insert((b[0], b[1])), "duplicate {:?}", (b[0], b[1]));
+    }
+    assert_eq!(got, expected, "the in-process subscription got every message of both publishers");
+    for k in kids {
+        k.finish();
+    }
+}
+
+#[test]
+fn cpu_only_subscriber_in_another_process_gets_a_private_copy() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("cpu_only");
+    let n = node("cpu_only");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+    let mut kid = Kid::spawn(
+        "cpu_only_subscriber_in_another_process_gets_a_private_copy",
+        "accept_sub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_ACCEPT", "cpu")],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    let mut m = p.loan(1 << 20).unwrap().write_from_fn(|i| pat(3, i));
+    m.layout.data_offset = 3;
+    p.publish(m).unwrap();
+    let w = kid.expect("GOT", T);
+    assert_eq!(w, ["1048576", "cpu", "true", "true", "Shm", "cpu"], "len, backend, host, pattern, transport, buffer");
+    kid.finish();
+}
+
+#[test]
+fn fake_device_buffers_cross_processes_and_fall_back_per_subscriber() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "fake_device_buffers_cross_processes_and_fall_back_per_subscriber";
+    let t = topic("fakedev");
+    let n = node("fakedev");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+    let mut device =
+        Kid::spawn(name, "accept_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_ACCEPT", "shm,fake-device")]);
+    let mut cpu = Kid::spawn(name, "accept_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_ACCEPT", "cpu")]);
+    let mut shm = Kid::spawn(name, "accept_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_ACCEPT", "shm")]);
+    for k in [&mut device, &mut cpu, &mut shm] {
+        k.expect("READY", T);
+    }
+    wait_for_subscriptions(&p, 3);
+    let loan = p.loan(1 << 20).unwrap();
+    assert_eq!(loan.backend(), BackendKind::FakeDevice);
+    let mut m = loan.write_from_fn(|i| pat(4, i));
+    m.layout.data_offset = 4;
+    p.publish(m).unwrap();
+    // len, sample backend, host-addressable, pattern (never empty), transport, buffer backend
+    let w = device.expect("GOT", T);
+    assert_eq!(w, ["1048576", "fake-device", "false", "true", "Shm", "fake-device"], "device-accepting child");
+    let w = cpu.expect("GOT", T);
+    assert_eq!(w, ["1048576", "cpu", "true", "true", "Shm", "cpu"], "cpu-only child");
+    let w = shm.expect("GOT", T);
+    assert_eq!(w, ["1048576", "shm", "true", "true", "Shm", "shm"], "shm-only child gets the host copy in place");
+    for k in [device, cpu, shm] {
+        k.finish();
+    }
+}
+
+#[test]
+fn wrong_type_from_another_process_is_refused() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("wrong_type");
+    let mut kid = Kid::spawn("wrong_type_from_another_process_is_refused", "image_pub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    kid.expect("READY", T);
+    let n = node("wrong_type");
+    match n.create_subscription::<PointCloud2>(&t, 5) {
+        Err(CreateError::WrongType { topic, existing, requested }) => {
+            assert_eq!(topic, t);
+            assert_eq!(existing, "sensor_msgs/msg/Image");
+            assert_eq!(requested, "sensor_msgs/msg/PointCloud2");
+        }
+        other => panic!("expected WrongType, got {other:?}"),
+    }
+    assert!(matches!(n.create_publisher::<PointCloud2>(&t, 5), Err(CreateError::WrongType { .. })));
+    // The right type is accepted.
+    let _ok = n.create_subscription::<Image>(&t, 5).unwrap();
+    kid.finish();
+}
+
+#[test]
+fn subscriber_killed_while_holding_samples_neither_blocks_nor_crashes_the_publisher() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "subscriber_killed_while_holding_samples_neither_blocks_nor_crashes_the_publisher";
+    let t = topic("killed_sub");
+    let n = node("killed_sub");
+    let qos = QoS::keep_last(4);
+    let p = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str())];
+    let mut live = Kid::spawn(name, "live_sub", &env);
+    live.expect("READY", T);
+    let mut holder = Kid::spawn(name, "hold_sub", &env);
+    holder.expect("SUBSCRIBED", T);
+    wait_for_subscriptions(&p, 2);
+    for i in 0..3 {
+        publish_tagged(&p, 0, i).unwrap();
+    }
+    holder.expect("READY", T);
+    for i in 3..7 {
+        publish_tagged(&p, 0, i).unwrap();
+    }
+    // The holder's queue is full now: a reliable publish waits and fails.
+    let start = Instant::now();
+    let err = publish_tagged(&p, 0, 7).unwrap_err();
+    assert!(matches!(err, PublishError::QueueFull { subscribers: 1 }), "{err}");
+    assert!(start.elapsed() >= qos.max_blocking_time, "waited {:?}", start.elapsed());
+
+    holder.kill();
+    let start = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for i in 0..200 {
+        let t0 = Instant::now();
+        let r = publish_tagged(&p, 0, 8 + i);
+        slowest = slowest.max(t0.elapsed());
+        r.unwrap_or_else(|e| panic!("publish {i} after the holder died: {e}"));
+        assert!(
+            t0.elapsed() < qos.max_blocking_time + Duration::from_millis(250),
+            "publish {i} took {:?}",
+            t0.elapsed()
+        );
+    }
+    let total = start.elapsed();
+    eprintln!("200 publishes after the kill: {total:?}, slowest {slowest:?}");
+    assert!(total < Duration::from_secs(3), "200 publishes took {total:?} (slowest {slowest:?})");
+    assert!(
+        wait_until(Duration::from_secs(1), || p.subscription_count() == 1),
+        "the dead subscriber is still counted: {}",
+        p.subscription_count()
+    );
+    live.send("COUNT");
+    let got: usize = live.expect("COUNT", T)[0].parse().unwrap();
+    assert!(got > 0, "the living subscriber received");
+
+    let mut fresh = Kid::spawn(name, "once_sub", &env);
+    fresh.expect("READY", T);
+    wait_for_subscriptions(&p, 2);
+    publish_tagged(&p, 1, 0).unwrap();
+    assert_eq!(fresh.expect("GOT", T), ["1024", "Shm"]);
+    fresh.finish();
+    live.finish();
+}
+
+#[test]
+fn publisher_killed_mid_stream_leaves_subscribers_running() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "publisher_killed_mid_stream_leaves_subscribers_running";
+    let t = topic("killed_pub");
+    let n = node("killed_pub");
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str())];
+    let mut kid = Kid::spawn(name, "stream_pub", &env);
+    kid.expect("READY", T);
+    for _ in 0..5 {
+        let s = sub.take(T).unwrap().expect("a message from the streaming child");
+        assert_eq!(s.info().transport, Transport::Shm);
+        assert_eq!(s.data.as_bytes().unwrap()[0], 7);
+    }
+    assert_eq!(sub.publisher_count(), 1);
+    kid.kill();
+    assert!(
+        wait_until(Duration::from_secs(1), || sub.publisher_count() == 0),
+        "the dead publisher is still counted: {}",
+        sub.publisher_count()
+    );
+    // Whatever was queued before the kill may still come; then nothing, promptly.
+    let mut leftovers = 0;
+    loop {
+        let start = Instant::now();
+        match sub.take(Duration::from_millis(100)) {
+            Ok(Some(s)) => {
+                assert_eq!(s.data.len(), 1024, "a queued message arrives whole");
+                leftovers += 1;
+                assert!(leftovers <= 16, "more messages than a queue holds");
+            }
+            Ok(None) => {
+                let waited = start.elapsed();
+                assert!(waited >= Duration::from_millis(90) && waited < Duration::from_secs(1), "waited {waited:?}");
+                break;
+            }
+            Err(e) => panic!("take after the publisher died: {e}"),
+        }
+    }
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+    publish_tagged(&p, 9, 1).unwrap();
+    let s = sub.take(T).unwrap().expect("a new publisher in this process still delivers");
+    assert_eq!(s.data.as_bytes().unwrap()[0], 9);
+    drop(p);
+    let mut again = Kid::spawn(name, "stream_pub", &env);
+    again.expect("READY", T);
+    let s = sub.take(T).unwrap().expect("a new publisher in another process still delivers");
+    assert_eq!((s.data.as_bytes().unwrap()[0], s.info().transport), (7, Transport::Shm));
+    drop(again);
+}
+
+#[test]
+fn shared_memory_files_of_a_dead_process_are_removed_at_next_start() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("dead_files");
+    let mut before = BTreeSet::new();
+    files_below(Path::new("/dev/shm"), &mut before);
+    files_below(Path::new(IOX2_ROOT), &mut before);
+    let mut kid = Kid::spawn(
+        "shared_memory_files_of_a_dead_process_are_removed_at_next_start",
+        "shm_user",
+        &[("FREIGHT_TEST_TOPIC", &t)],
+    );
+    kid.expect("READY", T);
+    // What the child created: the iceoryx2 files it holds that did not exist
+    // before it started (other processes may create files meanwhile).
+    let created: BTreeSet<PathBuf> = held_files(kid.pid()).difference(&before).cloned().collect();
+    let in_shm = created.iter().filter(|p| p.starts_with("/dev/shm")).count();
+    assert!(in_shm >= 3, "the child holds only {in_shm} new files in /dev/shm: {created:#?}");
+    kid.kill();
+    let _n = Context::new().unwrap().create_node("dead_files").unwrap();
+    // Another process that creates a node at the same time may be the one
+    // removing them: allow it a moment to finish.
+    wait_until(Duration::from_secs(1), || created.iter().all(|p| !p.exists()));
+    let left: Vec<&PathBuf> = created.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "files of the dead child are still there: {left:#?}\n(it had created {created:#?})");
+}
+
+#[test]
+fn shared_memory_files_are_owner_only() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let mut before = BTreeSet::new();
+    files_below(Path::new("/dev/shm"), &mut before);
+    let n = node("perms");
+    let t = topic("perms");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+    let s = n.create_subscription::<UInt8MultiArray>(&t, 5).unwrap();
+    // The fake device's pool is shared memory too.
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let device = n.create_publisher_with_options::<UInt8MultiArray>(&topic("perms_dev"), 5, options).unwrap();
+    // The files this process holds that did not exist before: the endpoints'.
+    // iceoryx2's machine-wide node counter is world-writable by design
+    // (`enable_global_access`); it exists once, made by the first node ever.
+    let new: Vec<PathBuf> = held_files(std::process::id())
+        .difference(&before)
+        .filter(|p| p.starts_with("/dev/shm") && !p.to_string_lossy().ends_with(".global_mgmt"))
+        .cloned()
+        .collect();
+    let named = |prefix: &str| new.iter().filter(|p| p.to_string_lossy().starts_with(prefix)).count();
+    assert!(named("/dev/shm/iox2_") >= 3, "the endpoints hold few iceoryx2 files: {new:#?}");
+    assert_eq!(named("/dev/shm/freight-fakedev-"), 1, "the fake-device publisher holds its pool: {new:#?}");
+    let wrong: Vec<String> = new
+        .iter()
+        .filter_map(|f| {
+            let mode = std::fs::metadata(f).ok()?.permissions().mode() & 0o777;
+            (mode != 0o600).then(|| format!("{}: {mode:o}", f.display()))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "shared-memory files readable or writable by others: {wrong:#?}");
+    // iceoryx2's node and service descriptions are private too.
+    let described: Vec<PathBuf> =
+        held_files(std::process::id()).into_iter().filter(|p| p.starts_with(IOX2_ROOT)).collect();
+    assert!(!described.is_empty(), "no iceoryx2 files under {IOX2_ROOT}");
+    let open: Vec<String> = described
+        .iter()
+        .filter_map(|f| {
+            let mode = std::fs::metadata(f).ok()?.permissions().mode() & 0o777;
+            (mode & 0o077 != 0).then(|| format!("{}: {mode:o}", f.display()))
+        })
+        .collect();
+    assert!(open.is_empty(), "iceoryx2 files readable or writable by others: {open:#?}");
+    drop((p, s, device));
+}
+
+#[test]
+fn malformed_frames_from_another_process_are_rejected_and_later_messages_arrive() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("malformed");
+    let ctx = Context::new().unwrap();
+    let n = ctx.create_node("malformed").unwrap();
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+    let domain = ctx.domain_id().to_string();
+    let mut kid = Kid::spawn(
+        "malformed_frames_from_another_process_are_rejected_and_later_messages_arrive",
+        "raw_pub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_DOMAIN", &domain)],
+    );
+    kid.expect("SENT", T);
+    for (what, _, expect) in hostile_frames() {
+        let r = sub.take(T);
+        let ok = match (&r, expect) {
+            (Err(TakeError::Malformed(FrameError::BadHeader { .. })), Expect::BadHeader) => true,
+            (Err(TakeError::Malformed(FrameError::Truncated { .. })), Expect::Truncated) => true,
+            (Err(TakeError::Malformed(_)), Expect::Malformed) => true,
+            (Err(TakeError::Malformed(FrameError::Fields(_))), Expect::Fields) => true,
+            (Err(TakeError::WrongType { found, expected, .. }), Expect::WrongType) => {
+                *found == Image::TYPE_HASH && *expected == UInt8MultiArray::TYPE_NAME
+            }
+            (Err(TakeError::Import { ordinal: 0, source: ImportError::OutOfFrame { .. } }), Expect::OutOfFrame) => true,
+            (Ok(Some(s)), Expect::Valid) => {
+                s.data.as_bytes().is_some_and(|b| b.len() == 1000 && has_pattern(5, b))
+                    && s.info().transport == Transport::Shm
+            }
+            _ => false,
+        };
+        assert!(ok, "frame {what:?}: expected {expect:?}, got {r:?}");
+    }
+    assert!(sub.try_take().unwrap().is_none(), "nothing more was sent");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, 5).unwrap();
+    publish_tagged(&p, 3, 3).unwrap();
+    let s = sub.take(T).unwrap().expect("a valid message after the hostile ones");
+    assert_eq!(s.data.as_bytes().unwrap()[..2], [3, 3]);
+    kid.finish();
+}
+
+#[test]
+fn reliable_queue_full_across_processes_is_a_typed_error_after_the_blocking_time() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "reliable_queue_full_across_processes_is_a_typed_error_after_the_blocking_time";
+    let n = node("queue_full");
+    let qos = QoS::keep_last(2).with_max_blocking_time(Duration::from_millis(50));
+
+    let t = topic("queue_full_reliable");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    let mut kid = Kid::spawn(name, "idle_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "reliable2")]);
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    publish_tagged(&p, 0, 0).unwrap();
+    publish_tagged(&p, 0, 1).unwrap();
+    let start = Instant::now();
+    let err = publish_tagged(&p, 0, 2).unwrap_err();
+    let waited = start.elapsed();
+    assert!(matches!(err, PublishError::QueueFull { subscribers: 1 }), "{err}");
+    assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(1), "waited {waited:?}");
+    kid.finish();
+
+    let t = topic("queue_full_best_effort");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    let mut kid = Kid::spawn(name, "idle_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "besteffort2")]);
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    let start = Instant::now();
+    for i in 0..100 {
+        publish_tagged(&p, 0, i).unwrap_or_else(|e| panic!("publish {i} to a best-effort subscriber: {e}"));
+    }
+    assert!(start.elapsed() < Duration::from_secs(1), "100 publishes took {:?}", start.elapsed());
+    kid.finish();
+}
+
+#[test]
+fn blocking_subscriber_in_another_process_wakes_without_spinning() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "blocking_subscriber_in_another_process_wakes_without_spinning";
+    let n = node("blocking");
+
+    // Control: the measurement sees a spinning wait.
+    let t = topic("spinning");
+    let mut spinner = Kid::spawn(name, "spin_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    spinner.expect("READY", T);
+    let w = spinner.expect("IDLE", T);
+    let (none, spin_cpu_us): (bool, u64) = (w[0].parse().unwrap(), w[1].parse().unwrap());
+    assert!(none, "nothing was published");
+    assert!(
+        spin_cpu_us >= 50_000,
+        "a 200 ms spinning wait used only {spin_cpu_us} µs of CPU: the measurement is broken"
+    );
+    spinner.finish();
+
+    let t = topic("blocking");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+    let mut kid = Kid::spawn(name, "block_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let published = Instant::now();
+    publish_tagged(&p, 0, 0).unwrap();
+    let w = kid.expect("GOT", T);
+    let heard = published.elapsed();
+    eprintln!(
+        "blocking child: {w:?} (len, cpu µs, wall µs); parent heard after {heard:?}; spinning child: {spin_cpu_us} µs"
+    );
+    let (len, cpu_us, wall_us): (i64, u64, u64) = (w[0].parse().unwrap(), w[1].parse().unwrap(), w[2].parse().unwrap());
+    assert_eq!(len, 1024, "the blocking take received the message");
+    assert!(wall_us >= 300_000, "the take returned after {wall_us} µs, before the publish");
+    assert!(wall_us < 1_500_000, "the take returned after {wall_us} µs: woken late (by its timeout?)");
+    assert!(heard < Duration::from_secs(1), "the child reported {heard:?} after the publish");
+    assert!(cpu_us < 50_000, "a blocking wait of {wall_us} µs used {cpu_us} µs of CPU");
+    kid.finish();
+}
+
+/// Removes files when dropped: the pools of children this test killed, which
+/// nobody else removes (see `fake_device_pool_of_a_dead_process_is_removed_at_next_start`).
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|p| drop(std::fs::remove_file(p)));
+    }
+}
+
+/// The fake-device pools process `pid` maps.
+fn pools_of(pid: u32) -> Vec<PathBuf> {
+    held_files(pid).into_iter().filter(|p| p.to_string_lossy().starts_with("/dev/shm/freight-fakedev-")).collect()
+}
+
+/// A context whose fake-device pool holds `capacity` bytes.
+fn small_pool_node(name: &str, capacity: usize) -> Node {
+    let limits = Limits { fake_device_capacity: capacity, ..Default::default() };
+    Context::builder().limits(limits).create().unwrap().create_node(name).unwrap()
+}
+
+fn is_exhausted(e: &LoanError) -> bool {
+    matches!(e, LoanError::Backend(AllocError::Exhausted { .. }))
+}
+
+#[test]
+fn fake_device_pool_is_not_drained_by_messages_a_full_best_effort_subscriber_missed() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    const BLOCK: usize = 64 << 10;
+    let n = small_pool_node("pool_lag", 16 * BLOCK);
+    let t = topic("pool_lag");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, QoS::sensor_data(), options).unwrap();
+    let mut kid = Kid::spawn(
+        "fake_device_pool_is_not_drained_by_messages_a_full_best_effort_subscriber_missed",
+        "device_hold_sub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "besteffort1"), ("FREIGHT_TEST_HOLD", "0")],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    // The subscriber's queue holds one message; every later one is skipped
+    // for it, so at most a couple of blocks are ever in use.
+    for i in 0..64u32 {
+        let loan = p.loan(BLOCK).unwrap_or_else(|e| panic!("loan {i} of 64 blocks of a 16-block pool: {e}"));
+        p.publish(loan.write_from_fn(|j| pat(i, j))).unwrap();
+    }
+    kid.finish();
+}
+
+#[test]
+#[ignore = "bug: device blocks held by a subscriber that was killed are never returned to the publisher's pool"]
+fn fake_device_blocks_held_by_a_killed_subscriber_return_to_the_pool() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    const BLOCK: usize = 256 << 10;
+    let n = small_pool_node("pool_dead", 4 * BLOCK);
+    let t = topic("pool_dead");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, QoS::keep_last(4), options).unwrap();
+    let mut kid = Kid::spawn(
+        "fake_device_blocks_held_by_a_killed_subscriber_return_to_the_pool",
+        "device_hold_sub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "reliable4"), ("FREIGHT_TEST_HOLD", "4")],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    for i in 0..4u32 {
+        p.publish(p.loan(BLOCK).unwrap().write_from_fn(|j| pat(i, j))).unwrap();
+    }
+    kid.expect("HELD", T);
+    let e = p.loan(BLOCK).expect_err("the living subscriber holds the whole pool");
+    assert!(is_exhausted(&e), "{e}");
+    let _cleanup = RemoveOnDrop(pools_of(kid.pid()));
+    kid.kill();
+    let mut last = None;
+    let recovered = wait_until(Duration::from_secs(2), || match p.loan(BLOCK) {
+        Ok(_) => true,
+        Err(e) => {
+            last = Some(e.to_string());
+            false
+        }
+    });
+    assert!(recovered, "the pool is still full 2 s after its only reader died: {last:?}");
+}
+
+#[test]
+#[ignore = "bug: a killed process's fake-device pool file stays in /dev/shm for good"]
+fn fake_device_pool_of_a_dead_process_is_removed_at_next_start() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("dead_pool");
+    let mut kid = Kid::spawn(
+        "fake_device_pool_of_a_dead_process_is_removed_at_next_start",
+        "device_pub",
+        &[("FREIGHT_TEST_TOPIC", &t)],
+    );
+    kid.expect("READY", T);
+    let pools = pools_of(kid.pid());
+    assert_eq!(pools.len(), 1, "the child maps its pool: {pools:?}");
+    kid.kill();
+    let _cleanup = RemoveOnDrop(pools.clone());
+    let n = node("dead_pool");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let _p = n.create_publisher_with_options::<UInt8MultiArray>(&topic("dead_pool2"), 5, options).unwrap();
+    let left: Vec<&PathBuf> = pools.iter().filter(|p| p.exists()).collect();
+    assert!(left.is_empty(), "the dead process's pool is still there: {left:?}");
+}
