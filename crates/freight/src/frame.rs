@@ -280,6 +280,8 @@ pub(crate) struct ImportingDecoder<'a, F> {
     pub table: TableReader<'a>,
     pub next: u32,
     pub import: F,
+    /// A malformed table entry met on the way, kept typed for the caller.
+    pub table_error: Option<FrameError>,
 }
 
 impl<'a, F> BufferDecoder for ImportingDecoder<'a, F>
@@ -294,7 +296,11 @@ where
         self.next += 1;
         match self.table.next() {
             Some(Ok(entry)) => (self.import)(i as usize, entry).map_err(|e| r.error(DecodeErrorKind::Buffer(e))),
-            Some(Err(e)) => Err(r.error(DecodeErrorKind::Buffer(e.to_string()))),
+            Some(Err(e)) => {
+                let text = e.to_string();
+                self.table_error = Some(e);
+                Err(r.error(DecodeErrorKind::Buffer(text)))
+            }
             None => Err(r.error(DecodeErrorKind::Buffer(format!("buffer {i} is not in the table")))),
         }
     }
@@ -358,6 +364,18 @@ mod tests {
                 let _ = decode_meta(&g, &h).map(|m| m.table.collect::<Vec<_>>());
             }
         }
+    }
+
+    #[test]
+    fn unknown_backend_code_is_reported_as_such() {
+        let mut f = sample_frame();
+        let h = Header::read(&f).unwrap();
+        let small_len = u32::from_le_bytes(f[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap()) as usize;
+        let entry_at = HEADER_LEN + (4 + small_len).next_multiple_of(4);
+        f[entry_at] = 99;
+        let mut m = decode_meta(&f, &h).unwrap();
+        assert_eq!(m.table.next(), Some(Err(FrameError::UnknownBackend(99))));
+        assert_eq!(m.table.next(), None, "a malformed table ends the walk");
     }
 
     #[test]

@@ -321,14 +321,18 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
                 Err(text)
             }
         },
+        table_error: None,
     };
     let decoded = CdrReader::new(meta.small).and_then(|mut r| {
         let msg = M::read(&mut r, &mut decoder)?;
         r.finish().map(|()| msg)
     });
-    let unread = decoder.table;
+    let (unread, table_error) = (decoder.table, decoder.table_error);
     let unread_count = unread.remaining();
     release_unimported(sub, unread);
+    if let (Err(_), Some(e)) = (&decoded, table_error) {
+        return Err(TakeError::Malformed(e));
+    }
     let msg = match (decoded, failure) {
         (Ok(msg), _) if unread_count == 0 => msg,
         (Ok(_), _) => {
