@@ -11,8 +11,8 @@ use super::WaitMode;
 /// allocated in full, several times over; beyond this a typo would eat the machine.
 pub const MAX_SIZE: u64 = 4 << 30;
 
-/// Transport names accepted by `--transports`. Accepting a name does not mean this build has
-/// an implementation; see [`super::find_transport`].
+/// Transport names accepted by `--transports`; each has an implementation registered in
+/// [`super::registered_transports`] (a unit test checks it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 pub enum TransportKind {
     /// freight, publisher and subscriber as threads of one process.
@@ -256,6 +256,14 @@ mod tests {
         for kind in TransportKind::value_variants() {
             let parsed = TransportKind::from_str(kind.as_str(), false).unwrap();
             assert_eq!(parsed, *kind);
+        }
+    }
+
+    #[test]
+    fn every_accepted_transport_has_an_implementation() {
+        for kind in TransportKind::value_variants() {
+            let found = crate::bench::find_transport(kind.as_str());
+            assert!(found.is_ok(), "{} is accepted but not registered", kind.as_str());
         }
     }
 }
