@@ -18,13 +18,19 @@
 //!
 //! Every check leaves the backend's [`Backend::stats`] as it found them, so the
 //! checks can run in any order on one backend.
+//!
+//! Readers are named by process id, as [`Backend::export`] takes them: the
+//! test process itself where it imports, and the pid of a child process that
+//! has exited and been reaped where a check needs a dead reader, its parent
+//! where it needs another living one.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::{
-    AllocError, Backend, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, Frame, FrameMemory, FrameSlot,
-    HeapFrame, ImportError, WriteError, MAX_DESCRIPTOR_LEN,
+    AllocError, Backend, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, ExportError, Frame,
+    FrameMemory, FrameSlot, HeapFrame, ImportError, WriteError, MAX_DESCRIPTOR_LEN,
 };
 use freight_msg::BufferError;
 
@@ -172,6 +178,10 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("release_unimported_gives_the_hold_back", release_unimported_gives_the_hold_back),
     ("descriptor_of_freed_or_reused_block_is_stale", descriptor_of_freed_or_reused_block_is_stale),
     ("exhausted_pool_recovers_after_release", exhausted_pool_recovers_after_release),
+    ("holds_of_a_dead_reader_are_reclaimed", holds_of_a_dead_reader_are_reclaimed),
+    ("a_process_that_is_not_a_reader_cannot_import", a_process_that_is_not_a_reader_cannot_import),
+    ("export_records_every_reader_or_refuses", export_records_every_reader_or_refuses),
+    ("racing_release_and_reclaim_release_a_hold_once", racing_release_and_reclaim_release_a_hold_once),
 ];
 
 /// Runs every check of [`CHECKS`] against the harness, naming each on stderr.
@@ -209,10 +219,27 @@ struct Published {
     expected: Vec<u8>,
 }
 
+/// The id of this process, the reader of the blocks the checks import.
+fn me() -> u32 {
+    std::process::id()
+}
+
+/// The id of a process that no longer exists: a child that exited and was reaped.
+pub fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().expect("spawning `true`");
+    child.wait().expect("reaping `true`");
+    child.id()
+}
+
+/// As [`publish_for`], with this process as each of `readers` readers.
+fn publish(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: u32) -> Option<Published> {
+    publish_for(h, len, seed, via, &vec![me(); readers as usize])
+}
+
 /// Allocates `len` bytes (in a frame region for in-frame backends), writes the
 /// pattern of `seed` via `via`, exports for `readers` and seals the frame.
 /// `None` when the block offers no `host_mut` (device memory) and `via` needs it.
-fn publish(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: u32) -> Option<Published> {
+fn publish_for(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: &[u32]) -> Option<Published> {
     let b = h.backend();
     let label = h.label();
     let region = if b.in_frame() { len } else { 0 };
@@ -246,9 +273,7 @@ fn publish(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: u32) -> Opt
                 .unwrap_or_else(|e| panic!("{label}: write_from_host of the front half failed: {e}"));
         }
     }
-    let descriptor = b
-        .export(block, &vec![std::process::id(); readers as usize])
-        .unwrap_or_else(|e| panic!("{label}: export failed: {e}"));
+    let descriptor = b.export(block, readers).unwrap_or_else(|e| panic!("{label}: export failed: {e}"));
     Some(Published { frame: builder.finish(), descriptor, expected })
 }
 
@@ -398,7 +423,7 @@ pub fn garbage_descriptors_are_refused(h: &dyn Harness) {
             panic!("{label}: descriptor {what} was imported ({} bytes in {})", buf.len(), buf.backend());
         }
         if !b.in_frame() {
-            assert!(b.release_unimported(d, std::process::id()).is_err(), "{label}: descriptor {what} was released");
+            assert!(b.release_unimported(d, me()).is_err(), "{label}: descriptor {what} was released");
         }
     }
     let buf = import(h, &p);
@@ -542,17 +567,14 @@ pub fn release_unimported_gives_the_hold_back(h: &dyn Harness) {
     let p = publish(h, 100, 17, Via::WriteFromHost, 3).expect("write_from_host always works");
     let d = p.descriptor.as_bytes();
     let reader = import(h, &p);
-    b.release_unimported(d, std::process::id()).unwrap_or_else(|e| panic!("{label}: first release_unimported: {e}"));
+    b.release_unimported(d, me()).unwrap_or_else(|e| panic!("{label}: first release_unimported: {e}"));
     assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + 1, "{label}: block freed while held");
-    b.release_unimported(d, std::process::id()).unwrap_or_else(|e| panic!("{label}: second release_unimported: {e}"));
+    b.release_unimported(d, me()).unwrap_or_else(|e| panic!("{label}: second release_unimported: {e}"));
     assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + 1, "{label}: block freed while imported");
     assert_contents(h, reader.as_ref(), &p.expected, "the reader that imported");
     drop(reader);
     assert_stats(h, before, "after every hold was given back");
-    assert!(
-        b.release_unimported(d, std::process::id()).is_err(),
-        "{label}: release_unimported of a freed block succeeded"
-    );
+    assert!(b.release_unimported(d, me()).is_err(), "{label}: release_unimported of a freed block succeeded");
 }
 
 /// Pool backends: the descriptor of a block that was freed, and then of one
@@ -572,7 +594,7 @@ pub fn descriptor_of_freed_or_reused_block_is_stale(h: &dyn Harness) {
         other => panic!("{label}: import of a descriptor {when} gave {other:?}"),
     };
     stale("of a freed block");
-    match b.release_unimported(old.descriptor.as_bytes(), std::process::id()) {
+    match b.release_unimported(old.descriptor.as_bytes(), me()) {
         Err(ImportError::Stale { .. }) => {}
         other => panic!("{label}: release_unimported of a freed block gave {other:?}"),
     }
@@ -599,22 +621,199 @@ pub fn exhausted_pool_recovers_after_release(h: &dyn Harness) {
     let exhausted = loop {
         assert!(held.len() < 100_000, "{label}: no exhaustion after {} blocks of {len} bytes", held.len());
         match b.allocate(len, None) {
-            Ok(block) => {
-                held.push(b.export(block, &[std::process::id()]).unwrap_or_else(|e| panic!("{label}: export: {e}")))
-            }
+            Ok(block) => held.push(b.export(block, &[me()]).unwrap_or_else(|e| panic!("{label}: export: {e}"))),
             Err(e @ AllocError::Exhausted { .. }) => break e,
             Err(e) => panic!("{label}: allocating until exhausted gave {e:?}"),
         }
     };
     assert!(!held.is_empty(), "{label}: the pool lends not one block of {len} bytes: {exhausted}");
     let first = held.pop().expect("not empty");
-    b.release_unimported(first.as_bytes(), std::process::id())
-        .unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+    b.release_unimported(first.as_bytes(), me()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
     let again = b.allocate(len, None).unwrap_or_else(|e| panic!("{label}: allocate after a release: {e}"));
     drop(again);
     for d in held {
-        b.release_unimported(d.as_bytes(), std::process::id())
-            .unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+        b.release_unimported(d.as_bytes(), me()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
     }
     assert_stats(h, before, "after every block was released");
+}
+
+/// Pool backends: `reclaim_dead_readers` releases the holds of readers whose
+/// process is gone, and no other: a block exported for a dead reader and this
+/// process stays in use until this process drops its buffer; one exported for
+/// two dead readers returns to the pool (its descriptor is then stale).
+/// In-frame backends reclaim nothing.
+pub fn holds_of_a_dead_reader_are_reclaimed(h: &dyn Harness) {
+    let b = h.backend();
+    let label = h.label();
+    if b.in_frame() {
+        assert_eq!(b.reclaim_dead_readers(), 0, "{label}: an in-frame backend reclaimed holds");
+        return;
+    }
+    let before = b.stats();
+    let dead = dead_pid();
+    let live = publish_for(h, 1000, 23, Via::WriteFromHost, &[me()]).expect("write_from_host always works");
+    assert_eq!(b.reclaim_dead_readers(), 0, "{label}: holds of a living reader were reclaimed");
+    let shared = publish_for(h, 1000, 25, Via::WriteFromHost, &[dead, me()]).expect("write_from_host always works");
+    let buf = import(h, &shared);
+    assert_eq!(b.reclaim_dead_readers(), 1, "{label}: holds reclaimed of one dead reader");
+    assert_eq!(
+        b.stats().blocks_in_use,
+        before.blocks_in_use + 2,
+        "{label}: a block freed while a living reader holds it"
+    );
+    assert_contents(h, buf.as_ref(), &shared.expected, "a block whose other reader died");
+    drop(buf);
+    drop(import(h, &live));
+    assert_stats(h, before, "after the living readers dropped");
+    let orphan = publish_for(h, 1000, 27, Via::WriteFromHost, &[dead, dead]).expect("write_from_host always works");
+    assert_eq!(b.reclaim_dead_readers(), 2, "{label}: holds reclaimed of a block held twice by a dead reader");
+    assert_stats(h, before, "after the holds of a dead reader were reclaimed");
+    match b.import(&orphan.frame, orphan.descriptor.as_bytes()) {
+        Err(ImportError::Stale { .. }) => {}
+        other => panic!("{label}: import of a block whose readers died gave {other:?}"),
+    }
+    assert_eq!(b.reclaim_dead_readers(), 0, "{label}: holds reclaimed twice");
+}
+
+/// Pool backends: a process can import or release only the holds it was
+/// given. This process, not named at export (its parent is), is refused with
+/// [`ImportError::NotAReader`] by `import` and by `release_unimported`, and
+/// the named reader's hold is left in place; a process named once imports
+/// once.
+pub fn a_process_that_is_not_a_reader_cannot_import(h: &dyn Harness) {
+    let b = h.backend();
+    if b.in_frame() {
+        return;
+    }
+    let label = h.label();
+    let before = b.stats();
+    // A living process other than this one, so that its hold is not reclaimed.
+    let other = std::os::unix::process::parent_id();
+    let p = publish_for(h, 1000, 29, Via::WriteFromHost, &[other]).expect("write_from_host always works");
+    let d = p.descriptor.as_bytes();
+    match b.import(&p.frame, d) {
+        Err(ImportError::NotAReader { pid, .. }) if pid == me() => {}
+        Err(e) => panic!("{label}: import by a process that is not a reader gave {e:?}"),
+        Ok(_) => panic!("{label}: a process that is not a reader imported another reader's hold"),
+    }
+    match b.release_unimported(d, me()) {
+        Err(ImportError::NotAReader { pid, .. }) if pid == me() => {}
+        other => panic!("{label}: release_unimported by a process that is not a reader gave {other:?}"),
+    }
+    assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + 1, "{label}: the reader's hold was taken");
+    b.release_unimported(d, other).unwrap_or_else(|e| panic!("{label}: release_unimported for the reader: {e}"));
+    assert_stats(h, before, "after the reader's hold was given back");
+
+    let once = publish(h, 1000, 31, Via::WriteFromHost, 1).expect("write_from_host always works");
+    let buf = import(h, &once);
+    match b.import(&once.frame, once.descriptor.as_bytes()) {
+        Err(ImportError::NotAReader { .. }) => {}
+        other => panic!("{label}: a second import by a reader named once gave {other:?}"),
+    }
+    match b.release_unimported(once.descriptor.as_bytes(), me()) {
+        Err(ImportError::NotAReader { .. }) => {}
+        other => panic!("{label}: release_unimported of an imported hold gave {other:?}"),
+    }
+    assert_contents(h, buf.as_ref(), &once.expected, "the reader named once");
+    drop(buf);
+    assert_stats(h, before, "after the reader dropped");
+}
+
+/// Pool backends: an export for 64 readers records a hold for each of them,
+/// or is refused with [`ExportError::TooManyReaders`] naming the backend's
+/// limit (and the block returns to the pool); then an export for exactly that
+/// limit records every hold. The block stays in use until the last is given back.
+pub fn export_records_every_reader_or_refuses(h: &dyn Harness) {
+    let b = h.backend();
+    if b.in_frame() {
+        return;
+    }
+    let label = h.label();
+    let before = b.stats();
+    let export = |readers: usize| {
+        let block = b.allocate(100, None).unwrap_or_else(|e| panic!("{label}: allocate: {e}"));
+        b.export(block, &vec![me(); readers])
+    };
+    let mut readers = 64;
+    let descriptor = match export(readers) {
+        Ok(d) => d,
+        Err(ExportError::TooManyReaders { readers: given, max, .. })
+            if given == readers && (1..readers).contains(&max) =>
+        {
+            assert_stats(h, before, "after an export for too many readers");
+            readers = max;
+            export(max).unwrap_or_else(|e| panic!("{label}: export for the limit of {max} readers: {e}"))
+        }
+        Err(e) => panic!("{label}: export for {readers} readers gave {e:?}"),
+    };
+    for i in 0..readers {
+        let in_use = b.stats().blocks_in_use;
+        assert_eq!(
+            in_use,
+            before.blocks_in_use + 1,
+            "{label}: blocks in use after {i} of {readers} holds were released"
+        );
+        b.release_unimported(descriptor.as_bytes(), me())
+            .unwrap_or_else(|e| panic!("{label}: release_unimported of hold {i} of {readers}: {e}"));
+    }
+    assert_stats(h, before, "after every hold was given back");
+}
+
+/// Pool backends: each hold is released once when the reader gives it back
+/// (`release_unimported` on one thread) while the creator reclaims it
+/// because the reader's process is gone (`reclaim_dead_readers` in a loop on
+/// another): over up to 256 blocks exported for a dead reader and this
+/// process, the two together release exactly one hold per block, and no block
+/// is freed while this process still holds it.
+pub fn racing_release_and_reclaim_release_a_hold_once(h: &dyn Harness) {
+    let b = h.backend();
+    if b.in_frame() {
+        return;
+    }
+    let label = h.label();
+    let before = b.stats();
+    let dead = dead_pid();
+    let mut blocks = Vec::new();
+    while blocks.len() < 256 {
+        match b.allocate(64, None) {
+            Ok(block) => blocks.push(block),
+            Err(AllocError::Exhausted { .. }) if !blocks.is_empty() => break,
+            Err(e) => panic!("{label}: allocate: {e}"),
+        }
+    }
+    let descriptors: Vec<Descriptor> = blocks
+        .into_iter()
+        .map(|block| b.export(block, &[dead, me()]).unwrap_or_else(|e| panic!("{label}: export: {e}")))
+        .collect();
+    let n = descriptors.len();
+    let done = AtomicBool::new(false);
+    let (released, reclaimed) = std::thread::scope(|s| {
+        let reclaimer = s.spawn(|| {
+            let mut reclaimed = 0;
+            while !done.load(Ordering::Acquire) {
+                reclaimed += b.reclaim_dead_readers();
+            }
+            reclaimed + b.reclaim_dead_readers()
+        });
+        let released = descriptors
+            .iter()
+            .filter(|d| match b.release_unimported(d.as_bytes(), dead) {
+                Ok(()) => true,
+                Err(ImportError::NotAReader { .. }) => false,
+                Err(e) => panic!("{label}: release_unimported for the dead reader: {e}"),
+            })
+            .count();
+        done.store(true, Ordering::Release);
+        (released, reclaimer.join().expect("the reclaiming thread panicked"))
+    });
+    assert_eq!(
+        released + reclaimed,
+        n,
+        "{label}: {released} holds given back and {reclaimed} reclaimed of a dead reader named once in {n} blocks"
+    );
+    assert_eq!(b.stats().blocks_in_use, before.blocks_in_use + n, "{label}: a block was freed while held");
+    for d in &descriptors {
+        b.release_unimported(d.as_bytes(), me()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+    }
+    assert_stats(h, before, "after every hold was given back");
 }

@@ -9,12 +9,22 @@
 //! * **import once and cache**: a reader opens the pool the first time a
 //!   descriptor names it and keeps the mapping for later descriptors (as
 //!   `cuMemImportFromShareableHandle` / `cudaIpcOpenMemHandle` results are cached);
-//! * **refcounted release**: `export(block, n)` leaves the block held `n` times;
-//!   each reader's import adopts one hold and dropping the buffer gives it back
-//!   with an atomic decrement; the last one frees the block to its pool;
+//! * **holds per reader process**: `export(block, readers)` records one hold
+//!   per entry of `readers` (a process id) in the block's reader slots. A
+//!   reader's import claims one hold recorded for its own process, and
+//!   dropping the buffer gives it back; `release_unimported` gives back a hold
+//!   the reader will not import; the last hold frees the block to its pool. A
+//!   process that was not named cannot import ([`ImportError::NotAReader`]),
+//!   so it can never take (and later free) another reader's hold;
+//! * **dead readers**: the creator releases the holds, imported or not, of
+//!   readers whose process no longer exists ([`Backend::reclaim_dead_readers`],
+//!   also run by [`Backend::stats`] and before `allocate` reports
+//!   [`AllocError::Exhausted`]);
 //! * **staleness by generation**: freeing a block bumps its generation, so a
 //!   descriptor of a block that was freed (and perhaps reused) is refused with
-//!   [`ImportError::Stale`].
+//!   [`ImportError::Stale`];
+//! * **dead pools**: creating a pool removes the pool files that processes of
+//!   this user left behind when they died without dropping their backend.
 //!
 //! The "device memory" is the data area of a shared-memory file
 //! (`/dev/shm/freight-fakedev-<uid>-<pid>-<random>`, mode 0600), which the CPU
@@ -30,24 +40,54 @@
 //! ```text
 //! header (64 bytes)
 //!   0  u64  magic "FRFDPOOL"
-//!   8  u32  layout version (1)
+//!   8  u32  layout version (2)
 //!  12  u32  number of block records
 //!  16  u64  capacity: bytes of the data area
 //!  24  u64  offset of the data area in the file
 //!  32  u64  next generation (a pool-wide counter)
-//! block record i (40 bytes, at 64 + 40 * i)
+//! block record i (168 bytes, at 64 + 168 * i)
 //!   0  u32  state: 0 unused, 1 idle, 2 being written, 3 exported
-//!   4  u32  holds: readers that have yet to drop or release the block
+//!   4  u32  holds: occupied reader slots, counted off after a slot is cleared
 //!   8  u64  generation
 //!  16  u64  length in bytes
 //!  24  u64  offset of the block in the data area
 //!  32  u64  bytes of the data area the block occupies (its size class)
+//!  40  u64 × 16  reader slots, one per hold: 0 when empty, else
+//!                  bits  0..32  process id of the reader
+//!                  bit  32      1 (occupied, so that no hold reads as 0)
+//!                  bit  33      imported: a buffer in that process holds it
+//!                  bits 34..64  low 30 bits of the generation it was exported at
 //! data area (capacity bytes, at a page-aligned offset)
 //! ```
 //!
 //! Generations come from the pool-wide counter, so no two allocations (of any
 //! block) ever share one: a descriptor whose block index is changed never
 //! names a live block.
+//!
+//! # Holds
+//!
+//! Each hold lives in one reader slot, and is given back by whoever changes
+//! that slot to 0 with a compare-exchange against the exact value it expects:
+//!
+//! | who | slot before | slot after |
+//! |---|---|---|
+//! | `export` | 0 | reader, generation |
+//! | `import` by the reader | reader, generation | reader, generation, imported |
+//! | dropping the imported buffer | reader, generation, imported | 0 |
+//! | `release_unimported` for the reader | reader, generation | 0 |
+//! | `reclaim_dead_readers`, reader gone | any value of a dead reader | 0 |
+//!
+//! Only the one compare-exchange that empties a slot succeeds, and only its
+//! caller decrements `holds` (the one that reaches 0 frees the block), so each
+//! hold is released exactly once, whichever of a dropping reader, a releasing
+//! subscriber and the reclaiming creator comes first. The generation in the
+//! slot keeps a descriptor or buffer of an earlier export of the block from
+//! matching a slot of a later one. Every slot is empty when a block is freed.
+//!
+//! A reader is dead when `kill(pid, 0)` fails with `ESRCH`; a zombie counts as
+//! alive until it is reaped. Process ids are those of the creator's pid
+//! namespace: readers in another pid namespace (a container sharing `/dev/shm`
+//! but not the pid namespace) must not share a pool.
 //!
 //! # Allocator
 //!
@@ -59,6 +99,14 @@
 //! allocation is retried. Only the creating backend allocates; any process may
 //! free (by dropping the last hold), and the creator notices freed blocks by
 //! polling the records of the blocks it lent.
+//!
+//! # Pools of dead processes
+//!
+//! The creator holds an exclusive `flock` on its pool file as long as the pool
+//! exists. Creating a pool removes every file of the pool directory with a pool
+//! name that carries this user's uid, owned by this user, whose creator (the
+//! pid in the name) does not exist and whose lock nobody holds: a process
+//! killed before it dropped its backend leaves no file behind for long.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -66,6 +114,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions, Permissions};
 use std::hash::{BuildHasher, Hasher};
 use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -87,7 +136,7 @@ const NAME_PREFIX: &str = "freight-fakedev-";
 const MAX_NAME_LEN: usize = 64;
 
 const POOL_MAGIC: u64 = u64::from_le_bytes(*b"FRFDPOOL");
-const POOL_VERSION: u32 = 1;
+const POOL_VERSION: u32 = 2;
 const HEADER_LEN: usize = 64;
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 8;
@@ -96,13 +145,23 @@ const H_CAPACITY: usize = 16;
 const H_DATA_OFFSET: usize = 24;
 const H_NEXT_GENERATION: usize = 32;
 
-const RECORD_LEN: usize = 40;
 const R_STATE: usize = 0;
 const R_HOLDS: usize = 4;
 const R_GENERATION: usize = 8;
 const R_LEN: usize = 16;
 const R_OFFSET: usize = 24;
 const R_SLOT: usize = 32;
+const R_READERS: usize = 40;
+/// Reader slots of a block record: the most readers one export may name.
+pub const READER_SLOTS: usize = 16;
+const RECORD_LEN: usize = R_READERS + 8 * READER_SLOTS;
+
+/// Set in every occupied reader slot.
+const SLOT_OCCUPIED: u64 = 1 << 32;
+/// Set in a reader slot whose hold a buffer of the reader's process has imported.
+const SLOT_IMPORTED: u64 = 1 << 33;
+/// The slot keeps the generation's bits from here up (its low 30 bits).
+const SLOT_GENERATION_SHIFT: u32 = 34;
 
 const UNUSED: u32 = 0;
 const IDLE: u32 = 1;
@@ -144,6 +203,38 @@ fn valid_pool_name(name: &str) -> bool {
     parts.len() == 3 && decimal(parts[0]) && decimal(parts[1]) && hex(parts[2])
 }
 
+/// The value of an unimported reader slot: the hold of process `pid` on the
+/// export of generation `generation`.
+fn reader_slot(pid: u32, generation: u64) -> u64 {
+    u64::from(pid) | SLOT_OCCUPIED | (generation << SLOT_GENERATION_SHIFT)
+}
+
+/// The reader process of an occupied slot.
+fn slot_pid(slot: u64) -> u32 {
+    slot as u32
+}
+
+/// Whether an occupied slot is a hold on the export of `generation`.
+fn slot_of_generation(slot: u64, generation: u64) -> bool {
+    slot != 0 && slot >> SLOT_GENERATION_SHIFT == generation & (u64::MAX >> SLOT_GENERATION_SHIFT)
+}
+
+/// Whether process `pid` is gone: `kill(pid, 0)` fails with `ESRCH`. A zombie is
+/// not gone until it is reaped; a process of another user (`EPERM`) is not gone.
+/// An id that no process can have (0, or one beyond `pid_t`) is gone.
+fn process_gone(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists
+    // and that we may signal it. No memory is touched.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions, cannot fail and touches no memory of ours.
     unsafe { libc::geteuid() }
@@ -169,6 +260,8 @@ struct Record<'a> {
     len: &'a AtomicU64,
     offset: &'a AtomicU64,
     slot: &'a AtomicU64,
+    /// One hold per occupied slot (see the module documentation).
+    readers: &'a [AtomicU64],
 }
 
 /// One pool file mapped into this process: the creator's, or one opened to import.
@@ -210,6 +303,15 @@ impl Mapping {
         unsafe { &*(self.map.as_ptr().add(at) as *const AtomicU64) }
     }
 
+    /// `n` consecutive 8-byte atomics from `at`.
+    fn atomic_u64s(&self, at: usize, n: usize) -> &[AtomicU64] {
+        assert!(at.is_multiple_of(8) && at + 8 * n <= self.meta_len, "atomics at {at} outside the pool metadata");
+        // SAFETY: as in `atomic_u64`, for `n` adjacent u64s: `at + 8 * n <= meta_len`
+        // keeps them inside the mapping, and AtomicU64 has the layout of u64, so
+        // they form an array of `n` atomics.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(at) as *const AtomicU64, n) }
+    }
+
     fn atomic_u32(&self, at: usize) -> &AtomicU32 {
         assert!(at.is_multiple_of(4) && at + 4 <= self.meta_len, "atomic at {at} outside the pool metadata");
         // SAFETY: as in `atomic_u64`, for 4 bytes at a multiple of 4.
@@ -227,6 +329,7 @@ impl Mapping {
             len: self.atomic_u64(base + R_LEN),
             offset: self.atomic_u64(base + R_OFFSET),
             slot: self.atomic_u64(base + R_SLOT),
+            readers: self.atomic_u64s(base + R_READERS, READER_SLOTS),
         }
     }
 
@@ -319,17 +422,51 @@ fn free_block(map: &Mapping, index: u32) {
     rec.state.store(IDLE, Ordering::Release);
 }
 
-/// Gives back one hold on a block; the last one frees it. `false` when the
-/// block had no hold left.
-fn release_hold(map: &Mapping, index: u32) -> bool {
+/// Counts off the hold whose reader slot the caller has just emptied; the last
+/// one frees the block.
+fn count_off_hold(map: &Mapping, index: u32) {
     let rec = map.record(index);
-    match rec.holds.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1)) {
-        Ok(1) => {
-            free_block(map, index);
-            true
-        }
-        Ok(_) => true,
-        Err(_) => false,
+    // `holds` is never 0 here (each occupied slot was counted at export, and is
+    // counted off once); `checked_sub` only keeps a corrupted pool from wrapping.
+    if rec.holds.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1)) == Ok(1) {
+        free_block(map, index);
+    }
+}
+
+/// Releases the hold in reader slot `slot` of block `index` if the slot still
+/// holds exactly `expected`. `true` when this call released it; `false` when
+/// the slot holds something else (the hold was released by someone else).
+fn release_slot(map: &Mapping, index: u32, slot: usize, expected: u64) -> bool {
+    let released =
+        map.record(index).readers[slot].compare_exchange(expected, 0, Ordering::AcqRel, Ordering::Acquire).is_ok();
+    if released {
+        count_off_hold(map, index);
+    }
+    released
+}
+
+/// Finds a reader slot of block `index` holding exactly `from` and changes it
+/// to `to` (0 to release the hold, the imported value to import it); returns it.
+fn claim_slot(map: &Mapping, index: u32, from: u64, to: u64) -> Option<usize> {
+    // Each slot is tried once: a failed compare-exchange means the slot holds
+    // another value (another reader's hold, or one that was just claimed).
+    map.record(index)
+        .readers
+        .iter()
+        .position(|s| s.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire).is_ok())
+}
+
+/// Why process `pid` found no unclaimed hold of its own on a resolved block:
+/// the block was freed (or its holds given back) since it was resolved, or the
+/// process was not named as a reader, or has used every hold it was given.
+fn no_hold(r: &Resolved, pid: u32) -> ImportError {
+    let rec = r.map.record(r.index);
+    let found = rec.generation.load(Ordering::Acquire);
+    let held = rec.readers.iter().any(|s| slot_of_generation(s.load(Ordering::Acquire), r.generation));
+    if found != r.generation || !held {
+        ImportError::Stale { backend: KIND, block: r.index, expected: r.generation, found }
+    } else {
+        ImportError::NotAReader { backend: KIND, pid }
     }
 }
 
@@ -401,6 +538,9 @@ fn decode(d: &[u8]) -> Result<Handle<'_>, ImportError> {
 struct Pool {
     map: Arc<Mapping>,
     path: PathBuf,
+    /// The pool file, open for as long as the pool exists: it carries the lock
+    /// that tells other processes the pool is alive.
+    _file: File,
     alloc: Mutex<Allocator>,
 }
 
@@ -511,20 +651,64 @@ impl Pool {
         Some(index)
     }
 
-    /// Lends a block of `len` bytes, in state "being written".
+    /// An idle block of `class`, or one with fresh memory.
+    fn find(&self, a: &mut Allocator, class: u32) -> Option<u32> {
+        a.idle[class as usize].pop().or_else(|| self.carve(a, class))
+    }
+
+    /// Releases the holds of readers whose process is gone, in every block
+    /// lent and exported; returns how many. Freed blocks are left for `reap`.
+    ///
+    /// Runs under the allocator lock, so no block it looks at is lent again
+    /// meanwhile; readers may release holds at the same time, and the
+    /// compare-exchange on each slot decides who releases it.
+    fn reclaim(&self, a: &Allocator) -> usize {
+        // Liveness of each reader process met, so that each is asked once.
+        let mut gone: Vec<(u32, bool)> = Vec::new();
+        let mut is_gone = |pid: u32| match gone.iter().find(|(p, _)| *p == pid) {
+            Some(&(_, g)) => g,
+            None => {
+                let g = process_gone(pid);
+                gone.push((pid, g));
+                g
+            }
+        };
+        let mut released = 0;
+        for &index in &a.lent {
+            let rec = self.map.record(index);
+            if rec.state.load(Ordering::Acquire) != EXPORTED {
+                continue;
+            }
+            for (slot, value) in rec.readers.iter().enumerate() {
+                let mut seen = value.load(Ordering::Acquire);
+                // Retried while the slot changes under us (its reader importing
+                // the hold) and still belongs to a dead reader.
+                while seen != 0 && is_gone(slot_pid(seen)) {
+                    if release_slot(&self.map, index, slot, seen) {
+                        released += 1;
+                        break;
+                    }
+                    seen = value.load(Ordering::Acquire);
+                }
+            }
+        }
+        released
+    }
+
+    /// Lends a block of `len` bytes, in state "being written". When the pool
+    /// is full, the holds of dead readers are reclaimed and it is tried again.
     fn lend(&self, len: usize) -> Result<u32, AllocError> {
         let class = self.class_of(len);
         let mut a = self.lock();
         self.reap(&mut a);
-        let index = match a.idle[class as usize].pop() {
-            Some(i) => i,
-            None => match self.carve(&mut a, class) {
-                Some(i) => i,
-                None => {
-                    let in_use = self.stats(&a).bytes_in_use;
-                    return Err(AllocError::Exhausted { backend: KIND, in_use, capacity: self.map.capacity as usize });
-                }
-            },
+        let mut found = self.find(&mut a, class);
+        if found.is_none() && self.reclaim(&a) > 0 {
+            self.reap(&mut a);
+            found = self.find(&mut a, class);
+        }
+        let Some(index) = found else {
+            let in_use = self.stats(&a).bytes_in_use;
+            return Err(AllocError::Exhausted { backend: KIND, in_use, capacity: self.map.capacity as usize });
         };
         let rec = self.map.record(index);
         rec.len.store(len as u64, Ordering::Relaxed);
@@ -629,7 +813,8 @@ impl FakeDeviceBackend {
             class: vec![0; max_blocks as usize],
         };
         let opened = Mutex::new(HashMap::from([(name, map.clone())]));
-        Ok(FakeDeviceBackend { pool: Arc::new(Pool { map, path, alloc: Mutex::new(alloc) }), opened })
+        let pool = Pool { map, path, _file: file, alloc: Mutex::new(alloc) };
+        Ok(FakeDeviceBackend { pool: Arc::new(pool), opened })
     }
 
     /// Bytes of "device memory" in the pool.
@@ -656,6 +841,21 @@ impl FakeDeviceBackend {
         let m = Arc::new(Mapping::open(name).map_err(unreachable)?);
         opened.insert(name.to_owned(), m.clone());
         Ok(m)
+    }
+
+    /// Imports a block as process `pid`: claims one of the holds recorded for it.
+    fn import_as(&self, descriptor: &[u8], pid: u32) -> Result<FakeDeviceStorage, ImportError> {
+        let r = self.resolve(descriptor)?;
+        let held = reader_slot(pid, r.generation);
+        let claimed = held | SLOT_IMPORTED;
+        // Claiming a slot of this generation shows the block is still at it (a
+        // freed block has no occupied slot, and the generation a slot keeps
+        // comes round again only after 2^30 allocations), so what `resolve`
+        // read of the block still holds, and stays so while we hold it.
+        let Some(slot) = claim_slot(&r.map, r.index, held, claimed) else {
+            return Err(no_hold(&r, pid));
+        };
+        Ok(FakeDeviceStorage { map: r.map, index: r.index, slot, claimed, len: r.len, offset: r.offset })
     }
 
     /// Checks every field of a descriptor against the pool it names.
@@ -693,9 +893,83 @@ impl Drop for FakeDeviceBackend {
     }
 }
 
-/// Creates a new pool file, owner read-write only.
+/// The uid and the creator's pid in a valid pool name.
+fn pool_name_ids(name: &str) -> Option<(u32, u32)> {
+    let mut parts = name.strip_prefix(NAME_PREFIX)?.split('-');
+    let uid = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    Some((uid, pid))
+}
+
+/// Takes the exclusive lock of a pool file without waiting: `Ok(false)` when
+/// another open file (its creator's) holds it, an error when the file system
+/// has no locks.
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: flock only acts on the descriptor, which `file` keeps open.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Whether `path` still names the file that `meta` describes.
+fn still_names(path: &Path, meta: &std::fs::Metadata) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+}
+
+/// Removes the pool files in `dir` that processes of this user left when they
+/// died without dropping their backend: a pool name with our uid, a regular
+/// file that we own, a creator (the pid in the name) that is gone, and a lock
+/// that nobody holds (a creator in another pid namespace holds it). Returns
+/// how many were removed. Errors only leave a file in place.
+fn remove_dead_pools(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let uid = effective_uid();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| valid_pool_name(n)) else {
+            continue;
+        };
+        if !pool_name_ids(name).is_some_and(|(owner, creator)| owner == uid && process_gone(creator)) {
+            continue;
+        }
+        let path = entry.path();
+        // Not following a link, nor waiting on a FIFO that bears a pool name.
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(&path);
+        let Ok(file) = opened else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else {
+            continue;
+        };
+        // Unlink only the file that was checked, not one that replaced it since.
+        if meta.file_type().is_file()
+            && meta.uid() == uid
+            && matches!(try_lock(&file), Ok(true))
+            && still_names(&path, &meta)
+        {
+            removed += usize::from(std::fs::remove_file(&path).is_ok());
+        }
+    }
+    removed
+}
+
+/// Creates a new pool file, owner read-write only, and takes its lock; first
+/// removes the pool files of dead processes.
 fn create_pool_file() -> Result<(String, PathBuf, File), AllocError> {
     let dir = pool_dir();
+    remove_dead_pools(&dir);
     let mut last_error = None;
     for attempt in 0u64..8 {
         let mut hasher = RandomState::new().build_hasher();
@@ -719,7 +993,18 @@ fn create_pool_file() -> Result<(String, PathBuf, File), AllocError> {
                     let _ = std::fs::remove_file(&path);
                     return Err(system(format!("setting the mode of {}: {e}", path.display())));
                 }
-                return Ok((name, path, file));
+                // The lock tells `remove_dead_pools` of other processes that the
+                // pool is alive (on a file system without locks, pools of dead
+                // processes are never removed). Until it is taken only our pid,
+                // which is alive, does: a process that sees our pid as gone (from
+                // another pid namespace) may be removing the file. Then another
+                // name is tried.
+                let contended = matches!(try_lock(&file), Ok(false));
+                if !contended && file.metadata().is_ok_and(|meta| still_names(&path, &meta)) {
+                    return Ok((name, path, file));
+                }
+                let _ = std::fs::remove_file(&path);
+                last_error = Some(std::io::Error::other("the new file was removed by another process"));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_error = Some(e),
             Err(e) => return Err(system(format!("creating {}: {e}", path.display()))),
@@ -778,11 +1063,14 @@ impl Drop for FakeDeviceBlock {
     }
 }
 
-/// A reader's hold on an exported block.
+/// A reader's hold on an exported block: the reader slot it claimed, and
+/// the value it left there.
 #[derive(Debug)]
 struct FakeDeviceStorage {
     map: Arc<Mapping>,
     index: u32,
+    slot: usize,
+    claimed: u64,
     len: usize,
     offset: u64,
 }
@@ -810,8 +1098,10 @@ impl BufferStorage for FakeDeviceStorage {
 }
 
 impl Drop for FakeDeviceStorage {
+    /// Gives the hold back, unless the creator reclaimed it first (it took
+    /// this process for dead).
     fn drop(&mut self) {
-        release_hold(&self.map, self.index);
+        release_slot(&self.map, self.index, self.slot, self.claimed);
     }
 }
 
@@ -838,47 +1128,58 @@ impl Backend for FakeDeviceBackend {
     }
 
     fn export(&self, block: BlockMut, readers: &[u32]) -> Result<Descriptor, ExportError> {
-        let readers = readers.len() as u32;
         let mut block = block.into_any().downcast::<FakeDeviceBlock>().map_err(|_| ExportError::ForeignBlock)?;
         if !Arc::ptr_eq(&block.pool, &self.pool) {
             return Err(ExportError::ForeignBlock);
         }
+        if readers.len() > READER_SLOTS {
+            // Dropping the unexported block returns it to the pool.
+            return Err(ExportError::TooManyReaders { backend: KIND, readers: readers.len(), max: READER_SLOTS });
+        }
         let map = &self.pool.map;
         let rec = map.record(block.index);
-        let handle = Handle {
-            name: &map.name,
-            index: block.index,
-            generation: rec.generation.load(Ordering::Relaxed),
-            len: block.len as u64,
-        };
+        let generation = rec.generation.load(Ordering::Relaxed);
+        let handle = Handle { name: &map.name, index: block.index, generation, len: block.len as u64 };
         let descriptor = Descriptor::from_slice(&encode(&handle))?;
         block.exported = true;
-        if readers == 0 {
+        if readers.is_empty() {
             free_block(map, block.index);
         } else {
-            rec.holds.store(readers, Ordering::Relaxed);
+            // Every slot is empty: nobody can reach a block being written. The
+            // release store of the state publishes the slots with it.
+            let mut pids = readers.iter();
+            for slot in rec.readers {
+                slot.store(pids.next().map_or(0, |&pid| reader_slot(pid, generation)), Ordering::Relaxed);
+            }
+            rec.holds.store(readers.len() as u32, Ordering::Relaxed);
             rec.state.store(EXPORTED, Ordering::Release);
         }
         Ok(descriptor)
     }
 
     fn import(&self, _frame: &Frame, descriptor: &[u8]) -> Result<Arc<dyn BufferStorage>, ImportError> {
-        let Resolved { map, index, len, offset, .. } = self.resolve(descriptor)?;
-        Ok(Arc::new(FakeDeviceStorage { map, index, len, offset }))
+        Ok(Arc::new(self.import_as(descriptor, std::process::id())?))
     }
 
-    fn release_unimported(&self, descriptor: &[u8], _reader: u32) -> Result<(), ImportError> {
-        let Resolved { map, index, generation, .. } = self.resolve(descriptor)?;
-        if release_hold(&map, index) {
-            return Ok(());
+    fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError> {
+        let r = self.resolve(descriptor)?;
+        match claim_slot(&r.map, r.index, reader_slot(reader, r.generation), 0) {
+            Some(_) => {
+                count_off_hold(&r.map, r.index);
+                Ok(())
+            }
+            None => Err(no_hold(&r, reader)),
         }
-        // Another reader gave the last hold back since `resolve` looked.
-        let found = map.record(index).generation.load(Ordering::Acquire);
-        Err(ImportError::Stale { backend: KIND, block: index, expected: generation, found })
+    }
+
+    fn reclaim_dead_readers(&self) -> usize {
+        let a = self.pool.lock();
+        self.pool.reclaim(&a)
     }
 
     fn stats(&self) -> BackendStats {
         let mut a = self.pool.lock();
+        self.pool.reclaim(&a);
         self.pool.reap(&mut a);
         self.pool.stats(&a)
     }
@@ -954,6 +1255,80 @@ mod tests {
         let big = d.allocate(4096, None).unwrap();
         assert_eq!(d.stats().bytes_in_use, 4096);
         drop(big);
+    }
+
+    #[test]
+    fn reader_slots_keep_pid_flags_and_generation() {
+        let generation = (1 << 40) + 12345;
+        let v = reader_slot(4_194_304, generation);
+        assert_ne!(reader_slot(0, 0), 0, "a hold of any reader is an occupied slot");
+        assert_eq!(slot_pid(v), 4_194_304);
+        assert_eq!(slot_pid(v | SLOT_IMPORTED), 4_194_304);
+        assert!(slot_of_generation(v, generation) && slot_of_generation(v | SLOT_IMPORTED, generation));
+        assert!(!slot_of_generation(v, generation + 1));
+        assert!(slot_of_generation(v, generation + (1 << 30)), "the slot keeps 30 bits of the generation");
+        assert!(!slot_of_generation(0, 0));
+        assert_eq!(RECORD_LEN % 8, 0);
+    }
+
+    #[test]
+    fn a_dropping_reader_and_the_reclaiming_creator_release_a_hold_once() {
+        let d = FakeDeviceBackend::new(1 << 20).unwrap();
+        let dead = crate::conformance::dead_pid();
+        let frame: Frame = Arc::new(crate::HeapFrame(Vec::new()));
+        for _ in 0..300 {
+            let desc = d.export(d.allocate(64, None).unwrap(), &[dead, std::process::id()]).unwrap();
+            // A buffer of the dead reader: as if imported before it died, or by
+            // a process the creator takes for dead.
+            let theirs = d.import_as(desc.as_bytes(), dead).unwrap();
+            let index = theirs.index;
+            let mine = d.import(&frame, desc.as_bytes()).unwrap();
+            let start = std::sync::Barrier::new(2);
+            let reclaimed = std::thread::scope(|s| {
+                let creator = s.spawn(|| {
+                    start.wait();
+                    d.reclaim_dead_readers()
+                });
+                start.wait();
+                drop(theirs);
+                creator.join().unwrap()
+            });
+            assert!(reclaimed <= 1, "{reclaimed} holds reclaimed of one");
+            assert_eq!(d.pool.map.record(index).holds.load(Ordering::Acquire), 1, "holds left to this process");
+            assert_eq!(d.stats().blocks_in_use, 1, "the block was freed while this process holds it");
+            drop(mine);
+            assert_eq!(d.stats(), BackendStats::default());
+        }
+    }
+
+    #[test]
+    fn pools_of_dead_processes_are_removed_and_no_others() {
+        let dir = std::env::temp_dir().join(format!("freight-fakedev-cleanup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let uid = effective_uid();
+        let dead = crate::conformance::dead_pid();
+        let pool = |uid: u32, pid: u32, n: u64| {
+            let path = dir.join(format!("{NAME_PREFIX}{uid}-{pid}-{n:016x}"));
+            std::fs::write(&path, b"pool").unwrap();
+            path
+        };
+        let orphan = pool(uid, dead, 1);
+        let living = pool(uid, std::process::id(), 2);
+        let locked = pool(uid, dead, 3); // its creator lives in another pid namespace
+        let lock = File::open(&locked).unwrap();
+        assert!(try_lock(&lock).unwrap());
+        let foreign = pool(uid.wrapping_add(1), dead, 4);
+        let other = dir.join(format!("{NAME_PREFIX}{uid}-{dead}-not-a-pool"));
+        std::fs::write(&other, b"").unwrap();
+        assert_eq!(remove_dead_pools(&dir), 1);
+        assert!(!orphan.exists(), "the pool of a dead process is still there");
+        for kept in [&living, &locked, &foreign, &other] {
+            assert!(kept.exists(), "{} was removed", kept.display());
+        }
+        drop(lock);
+        assert_eq!(remove_dead_pools(&dir), 1, "the pool whose lock was given up");
+        assert!(!locked.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -267,6 +267,16 @@ pub enum ExportError {
     /// The descriptor would exceed [`MAX_DESCRIPTOR_LEN`].
     #[error("descriptor of {0} bytes exceeds the 4096-byte limit")]
     DescriptorTooLong(usize),
+    /// The backend records fewer readers per block than `export` was given.
+    #[error("{backend}: a block records at most {max} readers, {readers} were given")]
+    TooManyReaders {
+        /// The backend.
+        backend: BackendKind,
+        /// Readers given to `export`.
+        readers: usize,
+        /// Readers a block can record.
+        max: usize,
+    },
 }
 
 /// Why [`Backend::import`] failed. None of these is ever turned into an empty
@@ -313,6 +323,16 @@ pub enum ImportError {
         backend: BackendKind,
         /// Why.
         reason: String,
+    },
+    /// The process has no hold of its own on the block: it was not named as a
+    /// reader at export, or has already imported or released every hold it was
+    /// given. It may not take another reader's.
+    #[error("{backend}: process {pid} holds no unclaimed share of the block (not a reader, or every share used)")]
+    NotAReader {
+        /// The backend.
+        backend: BackendKind,
+        /// The process that asked.
+        pid: u32,
     },
 }
 

@@ -1,8 +1,9 @@
 //! The conformance suite against `cpu`, `shm` and `fake-device`, and the
 //! `fake-device` pool seen from another process.
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use freight_backend::conformance::{pattern, run_all, FrameKind, StandardHarness};
@@ -141,10 +142,13 @@ fn fake_device_blocks_outlive_their_backend() {
     assert_eq!(out, pattern(100, 4));
 }
 
-const CHILD_DESCRIPTOR: &str = "FREIGHT_TEST_FAKE_DEVICE_DESCRIPTOR";
+/// Set in a child run by the tests below: what it does with the descriptor
+/// it reads from stdin (`drop` or `hold`).
+const CHILD_MODE: &str = "FREIGHT_TEST_FAKE_DEVICE_CHILD";
 const CHILD_LEN: &str = "FREIGHT_TEST_FAKE_DEVICE_LEN";
 const CHILD_SEED: &str = "FREIGHT_TEST_FAKE_DEVICE_SEED";
 const CHILD_DONE: &str = "fake-device child: contents checked, buffer dropped";
+const CHILD_HOLDS: &str = "fake-device child: contents checked, buffer held";
 
 fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -154,23 +158,87 @@ fn from_hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
 }
 
+/// A child process (this test binary, running `fake_device_child_imports_a_descriptor`)
+/// that reads a descriptor of `len` bytes of the pattern of `seed` from its stdin.
+struct Child {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Child {
+    fn spawn(mode: &str, len: usize, seed: u8) -> Child {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "fake_device_child_imports_a_descriptor", "--nocapture", "--test-threads=1"])
+            .env(CHILD_MODE, mode)
+            .env(CHILD_LEN, len.to_string())
+            .env(CHILD_SEED, seed.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("running the child");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        Child { child, stdin, stdout }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn send(&mut self, descriptor: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{}", to_hex(descriptor)).and_then(|()| stdin.flush()).expect("writing to the child");
+    }
+
+    /// Reads the child's stdout until a line containing `what`; panics at its end.
+    fn expect(&mut self, what: &str) {
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).expect("reading the child") == 0 {
+                let status = self.child.wait();
+                panic!("the child ended ({status:?}) without saying {what:?}:\n{seen}");
+            }
+            if line.contains(what) {
+                return;
+            }
+            seen.push_str(&line);
+        }
+    }
+
+    /// Closes the child's stdin and waits for its success.
+    fn finish(mut self) {
+        self.stdin = None;
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        let status = self.child.wait().expect("reaping the child");
+        assert!(status.success(), "child failed: {status}\n{rest}");
+    }
+
+    /// Kills the child and reaps it.
+    fn kill(mut self) {
+        self.child.kill().expect("killing the child");
+        self.child.wait().expect("reaping the child");
+    }
+}
+
 #[test]
 fn fake_device_block_read_by_another_process_returns_to_the_pool() {
     let device = fake_device();
     let (len, seed) = (300_001, 42);
-    let d = export_one(&device, len, seed);
+    let mut child = Child::spawn("drop", len, seed);
+    let mut block = device.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let d = device.export(block, &[child.pid()]).unwrap().as_bytes().to_vec();
     assert_eq!(device.stats().blocks_in_use, 1);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "fake_device_child_imports_a_descriptor", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DESCRIPTOR, to_hex(&d))
-        .env(CHILD_LEN, len.to_string())
-        .env(CHILD_SEED, seed.to_string())
-        .output()
-        .expect("running the child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "child failed: {}\n{stdout}\n{stderr}", out.status);
-    assert!(stdout.contains(CHILD_DONE), "the child test did not run:\n{stdout}\n{stderr}");
+    match device.import(&empty_frame(), &d) {
+        Err(ImportError::NotAReader { .. }) => {}
+        other => panic!("import of the child's block by its parent gave {other:?}"),
+    }
+    child.send(&d);
+    child.expect(CHILD_DONE);
+    child.finish();
     assert_eq!(device.stats(), BackendStats::default(), "the child's drop did not return the block");
     match device.import(&empty_frame(), &d) {
         Err(ImportError::Stale { .. }) => {}
@@ -182,15 +250,44 @@ fn fake_device_block_read_by_another_process_returns_to_the_pool() {
     assert_eq!(device.stats(), BackendStats::default());
 }
 
-/// The child half of the test above: does nothing unless run by it.
+#[test]
+fn fake_device_block_imported_by_a_killed_process_is_reclaimed() {
+    let device = fake_device();
+    let (len, seed) = (5000, 9);
+    let mut child = Child::spawn("hold", len, seed);
+    let mut block = device.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let d = device.export(block, &[child.pid(), std::process::id()]).unwrap().as_bytes().to_vec();
+    child.send(&d);
+    child.expect(CHILD_HOLDS);
+    let pid = child.pid();
+    assert_eq!(device.reclaim_dead_readers(), 0, "the holds of a living child were reclaimed");
+    let mine = device.import(&empty_frame(), &d).unwrap();
+    drop(mine);
+    assert_eq!(device.stats().blocks_in_use, 1, "the living child's imported hold was released");
+    child.kill();
+    assert_eq!(device.reclaim_dead_readers(), 1, "holds reclaimed of the child {pid}, killed holding one");
+    assert_eq!(device.stats(), BackendStats::default());
+    match device.import(&empty_frame(), &d) {
+        Err(ImportError::Stale { .. }) => {}
+        other => panic!("import after the child's hold was reclaimed gave {other:?}"),
+    }
+}
+
+/// The child half of the tests above: does nothing unless run by them. Reads
+/// one descriptor from stdin, imports it, checks the contents; then drops the
+/// buffer (and checks that the descriptor no longer imports) or holds it
+/// until stdin closes.
 #[test]
 fn fake_device_child_imports_a_descriptor() {
-    let Ok(hex) = std::env::var(CHILD_DESCRIPTOR) else {
+    let Ok(mode) = std::env::var(CHILD_MODE) else {
         return;
     };
     let len: usize = std::env::var(CHILD_LEN).unwrap().parse().unwrap();
     let seed: u8 = std::env::var(CHILD_SEED).unwrap().parse().unwrap();
-    let d = from_hex(&hex);
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("reading the descriptor");
+    let d = from_hex(line.trim());
     let device = FakeDeviceBackend::new(1 << 16).unwrap(); // a pool of its own, unused
     let buf = device.import(&empty_frame(), &d).expect("child import");
     assert_eq!(buf.backend(), BackendKind::FakeDevice);
@@ -199,6 +296,11 @@ fn fake_device_child_imports_a_descriptor() {
     let mut out = vec![0; len];
     buf.copy_to_host(&mut out).unwrap();
     assert!(out == pattern(len, seed), "the child read other bytes");
+    if mode == "hold" {
+        println!("{CHILD_HOLDS}");
+        std::io::stdin().read_to_string(&mut String::new()).expect("waiting for stdin to close");
+        return;
+    }
     drop(buf);
     // The hold is gone: the descriptor no longer imports here either.
     assert!(matches!(device.import(&empty_frame(), &d), Err(ImportError::Stale { .. })));
