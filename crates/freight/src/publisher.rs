@@ -345,8 +345,11 @@ impl<M: Message> Publisher<M> {
         &self.inner.node
     }
 
-    /// Subscriptions currently matched, in any process.
+    /// Subscriptions alive now, in any process. Subscriptions whose process
+    /// died are cleaned up first (and the samples they held reclaimed), so a
+    /// crashed subscriber disappears from this count.
     pub fn subscription_count(&self) -> usize {
+        self.inner.node.inner.iox.try_cleanup_dead_nodes();
         self.inner.services.data.dynamic_config().number_of_subscribers()
     }
 

@@ -379,7 +379,15 @@ fn import(
         b.import(frame, descriptor).map_err(|source| TakeError::Import { ordinal, source })
     };
     if sub.accepts.contains(e.kind) {
-        return with(e.kind, e.descriptor);
+        match (with(e.kind, e.descriptor), e.alt) {
+            // The publisher's memory could not be imported (e.g. this
+            // subscription joined after the message was sent and holds no share
+            // of the device block): the host copy carries the same bytes.
+            (Err(_), Some((alt_kind, alt_desc))) => {
+                return with(if sub.accepts.contains(alt_kind) { alt_kind } else { BackendKind::Cpu }, alt_desc)
+            }
+            (result, _) => return result,
+        }
     }
     if holds_a_share(sub, e.kind) {
         if let Some(b) = ctx.backend(e.kind) {

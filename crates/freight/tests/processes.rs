@@ -1291,8 +1291,10 @@ fn blocking_subscriber_in_another_process_wakes_without_spinning() {
     kid.finish();
 }
 
-/// Removes files when dropped: the pools of children this test killed, which
-/// nobody else removes (see `fake_device_pool_of_a_dead_process_is_removed_at_next_start`).
+/// Removes files when dropped: the pools of children this test killed, so a
+/// failing test leaves /dev/shm clean without waiting for the next pool to be
+/// created (which removes them too, see
+/// `fake_device_pool_of_a_dead_process_is_removed_at_next_start`).
 struct RemoveOnDrop(Vec<PathBuf>);
 
 impl Drop for RemoveOnDrop {
@@ -1344,7 +1346,6 @@ fn fake_device_pool_is_not_drained_by_messages_a_full_best_effort_subscriber_mis
 }
 
 #[test]
-#[ignore = "bug: device blocks held by a subscriber that was killed are never returned to the publisher's pool"]
 fn fake_device_blocks_held_by_a_killed_subscriber_return_to_the_pool() {
     if let Some(role) = child_role() {
         return run_child(&role);
@@ -1382,7 +1383,6 @@ fn fake_device_blocks_held_by_a_killed_subscriber_return_to_the_pool() {
 }
 
 #[test]
-#[ignore = "bug: a killed process's fake-device pool file stays in /dev/shm for good"]
 fn fake_device_pool_of_a_dead_process_is_removed_at_next_start() {
     if let Some(role) = child_role() {
         return run_child(&role);
