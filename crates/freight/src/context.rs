@@ -18,6 +18,12 @@ use crate::topic::Ipc;
 pub struct Limits {
     /// Longest subscription queue; also what `KeepAll` means. Default 16.
     pub max_depth: usize,
+    /// Most messages a transient-local endpoint may ask for (its depth).
+    /// Default 1, what latched ROS topics (`/map`, `/robot_description`,
+    /// `/tf_static`) use. Every publisher on shared memory keeps this many of
+    /// its latest messages for late joiners, whatever its own durability, so
+    /// they stay resident: raise it only as far as your topics need.
+    pub max_history: usize,
     /// Publishers per topic. Default 16.
     pub max_publishers: usize,
     /// Subscriptions per topic. Default 16.
@@ -34,6 +40,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_depth: 16,
+            max_history: 1,
             max_publishers: 16,
             max_subscriptions: 16,
             max_held_samples: 16,

@@ -249,6 +249,13 @@ impl<M: Message> Publisher<M> {
         if depth > limits.max_depth {
             return Err(CreateError::OverLimit { what: "history depth", asked: depth, limit: limits.max_depth });
         }
+        if qos.durability == Durability::TransientLocal && depth > limits.max_history {
+            return Err(CreateError::OverLimit {
+                what: "transient-local depth (Limits::max_history)",
+                asked: depth,
+                limit: limits.max_history,
+            });
+        }
         let pool = match options.backend {
             BackendKind::Shm | BackendKind::Cpu => None,
             k => Some(ctx.backend(k).ok_or(CreateError::BackendUnavailable(k))?),

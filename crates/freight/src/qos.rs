@@ -12,7 +12,8 @@
 //!   [`PublishError::QueueFull`](crate::PublishError::QueueFull). The message was
 //!   still delivered to every other subscription.
 //! * **Durability** `TransientLocal`: a subscription that joins late receives
-//!   the last `depth` messages of each publisher that is still alive.
+//!   the last `depth` messages of each publisher that is still alive; `depth`
+//!   may be at most [`Limits::max_history`](crate::Limits::max_history).
 
 use std::time::Duration;
 

@@ -123,6 +123,13 @@ impl<M: Message> Subscription<M> {
         if depth == 0 || depth > limits.max_depth {
             return Err(CreateError::OverLimit { what: "history depth (1..)", asked: depth, limit: limits.max_depth });
         }
+        if qos.durability == Durability::TransientLocal && depth > limits.max_history {
+            return Err(CreateError::OverLimit {
+                what: "transient-local depth (Limits::max_history)",
+                asked: depth,
+                limit: limits.max_history,
+            });
+        }
         let accepts = options.accepted_backends.unwrap_or_else(|| ctx.default_accepted());
         for k in accepts.iter() {
             if ctx.backend(k).is_none() {

@@ -68,7 +68,7 @@ pub(crate) fn open_services(
         .max_publishers(limits.max_publishers)
         .max_subscribers(limits.max_subscriptions)
         .subscriber_max_buffer_size(limits.max_depth)
-        .history_size(limits.max_depth)
+        .history_size(limits.max_history)
         .subscriber_max_borrowed_samples(limits.max_held_samples)
         // Full queues are handled per subscriber by the publisher's
         // backpressure handler (reliable waits, best effort skips).

@@ -113,7 +113,8 @@ fn reliable_publisher_reports_a_full_queue_after_its_blocking_time() {
 
 #[test]
 fn transient_local_late_joiner_gets_the_last_n() {
-    let n = node("latch");
+    let limits = Limits { max_history: 3, ..Default::default() };
+    let n = ContextBuilder::default().limits(limits).create().unwrap().create_node("latch").unwrap();
     let t = topic("latch");
     let qos = QoS::keep_last(3).transient_local();
     let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
@@ -223,6 +224,11 @@ fn bad_arguments_get_typed_errors() {
         Err(CreateError::OverLimit { what: "history depth (1..)", .. })
     ));
     assert!(matches!(n.create_subscription::<Image>(&topic("depth0"), 0), Err(CreateError::OverLimit { .. })));
+    assert!(n.create_subscription::<Image>(&topic("latched"), QoS::keep_last(1).transient_local()).is_ok());
+    assert!(matches!(
+        n.create_publisher::<Image>(&topic("latched2"), QoS::keep_last(2).transient_local()),
+        Err(CreateError::OverLimit { what: "transient-local depth (Limits::max_history)", asked: 2, limit: 1 })
+    ));
 
     let t = topic("wrongtype");
     let _p = n.create_publisher::<Image>(&t, 5).unwrap();
@@ -259,7 +265,8 @@ fn a_loan_whose_buffer_was_swapped_is_refused() {
 
 #[test]
 fn a_subscription_cannot_hold_more_samples_than_its_limit() {
-    let ctx = ContextBuilder::default().limits(Limits { max_held_samples: 2, ..Default::default() }).create().unwrap();
+    let limits = Limits { max_held_samples: 2, max_history: 8, ..Default::default() };
+    let ctx = ContextBuilder::default().limits(limits).create().unwrap();
     let n = ctx.create_node("held").unwrap();
     let t = topic("held");
     // A second process' subscriber forces the shared-memory route; here a

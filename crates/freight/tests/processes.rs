@@ -756,7 +756,7 @@ fn raw_publisher(topic: &str, cmds: &Receiver<String>) {
         .max_publishers(limits.max_publishers)
         .max_subscribers(limits.max_subscriptions)
         .subscriber_max_buffer_size(limits.max_depth)
-        .history_size(limits.max_depth)
+        .history_size(limits.max_history)
         .subscriber_max_borrowed_samples(limits.max_held_samples)
         .enable_safe_overflow(false)
         .open_with_attributes(&verifier)
