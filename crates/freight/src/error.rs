@@ -89,6 +89,14 @@ pub enum LoanError {
     /// Writing the loan failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A buffer index past the loan's buffers.
+    #[error("the loan has {count} buffers; there is no buffer {index}")]
+    NoSuchBuffer {
+        /// The index asked for.
+        index: usize,
+        /// Buffers in the loan.
+        count: usize,
+    },
     /// The data passed to fill a loan has another length than the loan.
     #[error("data of {given} bytes does not fill a buffer of {len} bytes")]
     LengthMismatch {

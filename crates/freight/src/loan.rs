@@ -81,8 +81,8 @@ impl<M: Message> LoanUninit<M> {
 
     /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
     pub fn write_buffer_from_host(&mut self, i: usize, offset: usize, src: &[u8]) -> Result<(), LoanError> {
-        let len = self.parts.buffers.len();
-        let b = self.parts.buffers.get_mut(i).ok_or(LoanError::LengthMismatch { len, given: i })?;
+        let count = self.parts.buffers.len();
+        let b = self.parts.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
         Ok(b.block.write_from_host(offset, src)?)
     }
 

@@ -245,17 +245,7 @@ impl<M: Message> Publisher<M> {
     pub(crate) fn create(node: &Node, topic: &str, qos: QoS, options: PublisherOptions) -> Result<Self, CreateError> {
         let ctx = &node.inner.ctx.inner;
         let limits = ctx.limits;
-        let depth = qos.depth(limits.max_depth);
-        if depth > limits.max_depth {
-            return Err(CreateError::OverLimit { what: "history depth", asked: depth, limit: limits.max_depth });
-        }
-        if qos.durability == Durability::TransientLocal && depth > limits.max_history {
-            return Err(CreateError::OverLimit {
-                what: "transient-local depth (Limits::max_history)",
-                asked: depth,
-                limit: limits.max_history,
-            });
-        }
+        qos.validate(&limits)?;
         let pool = match options.backend {
             BackendKind::Shm | BackendKind::Cpu => None,
             k => Some(ctx.backend(k).ok_or(CreateError::BackendUnavailable(k))?),

@@ -17,6 +17,9 @@
 
 use std::time::Duration;
 
+use crate::context::Limits;
+use crate::error::CreateError;
+
 /// Whether delivery is retried when a subscription's queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reliability {
@@ -122,6 +125,22 @@ impl QoS {
             History::KeepLast(n) => n,
             History::KeepAll => max_depth,
         }
+    }
+
+    /// Checks the profile against the context's limits; returns its depth.
+    pub(crate) fn validate(&self, limits: &Limits) -> Result<usize, CreateError> {
+        let depth = self.depth(limits.max_depth);
+        if depth == 0 || depth > limits.max_depth {
+            return Err(CreateError::OverLimit { what: "history depth (1..)", asked: depth, limit: limits.max_depth });
+        }
+        if self.durability == Durability::TransientLocal && depth > limits.max_history {
+            return Err(CreateError::OverLimit {
+                what: "transient-local depth (Limits::max_history)",
+                asked: depth,
+                limit: limits.max_history,
+            });
+        }
+        Ok(depth)
     }
 }
 

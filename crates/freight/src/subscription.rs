@@ -119,17 +119,7 @@ impl<M: Message> Subscription<M> {
     ) -> Result<Self, CreateError> {
         let ctx = &node.inner.ctx.inner;
         let limits = ctx.limits;
-        let depth = qos.depth(limits.max_depth);
-        if depth == 0 || depth > limits.max_depth {
-            return Err(CreateError::OverLimit { what: "history depth (1..)", asked: depth, limit: limits.max_depth });
-        }
-        if qos.durability == Durability::TransientLocal && depth > limits.max_history {
-            return Err(CreateError::OverLimit {
-                what: "transient-local depth (Limits::max_history)",
-                asked: depth,
-                limit: limits.max_history,
-            });
-        }
+        let depth = qos.validate(&limits)?;
         let accepts = options.accepted_backends.unwrap_or_else(|| ctx.default_accepted());
         for k in accepts.iter() {
             if ctx.backend(k).is_none() {
