@@ -9,7 +9,8 @@ use crate::{
     WritableBlock, WriteError,
 };
 
-const DESCRIPTOR_LEN: usize = 16;
+/// Length of a `cpu` / `shm` descriptor: offset and length, 8 bytes each.
+pub const DESCRIPTOR_LEN: usize = 16;
 
 /// A buffer's region of the frame being written.
 #[derive(Debug)]

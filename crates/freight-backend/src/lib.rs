@@ -31,6 +31,7 @@ mod shm;
 
 pub use cpu::CpuBackend;
 pub use fake_device::FakeDeviceBackend;
+pub use in_frame::DESCRIPTOR_LEN as IN_FRAME_DESCRIPTOR_LEN;
 pub use shm::ShmBackend;
 
 /// Longest descriptor a backend may produce, in bytes (as ROS 2's buffer backends).

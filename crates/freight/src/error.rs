@@ -1,6 +1,6 @@
 //! Errors, one enum per operation. Each variant is something the caller can act on.
 
-use freight_backend::{AllocError, ImportError, WriteError};
+use freight_backend::{AllocError, ExportError, ImportError, WriteError};
 use freight_msg::{BackendKind, EncodeError};
 
 use crate::frame::FrameError;
@@ -140,6 +140,9 @@ pub enum PublishError {
     /// The message could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// A backend could not describe a buffer for the subscribers.
+    #[error(transparent)]
+    Export(#[from] ExportError),
     /// Lending memory for the copy failed.
     #[error(transparent)]
     Loan(#[from] LoanError),

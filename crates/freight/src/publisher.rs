@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use freight_backend::{Backend, Descriptor, FrameMemory, FrameSlot, HeapFrame};
+use freight_backend::{Backend, Descriptor, FrameMemory, FrameSlot, HeapFrame, IN_FRAME_DESCRIPTOR_LEN};
 use freight_msg::{BackendKind, Message, RawBuffer};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
@@ -423,8 +423,7 @@ impl<M: Message> Publisher<M> {
                 (false, false) => device_readers.clone(),
                 (false, true) => [device_readers.as_slice(), &[inner.pid]].concat(),
             };
-            let descriptor =
-                b.backend.export(b.block, &readers).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            let descriptor = b.backend.export(b.block, &readers)?;
             let alt = match b.host_copy {
                 Some(slot) => Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
                 None => None,
@@ -442,10 +441,10 @@ impl<M: Message> Publisher<M> {
             entries.into_iter().filter(|e| !matches!(e.kind, BackendKind::Cpu | BackendKind::Shm)).collect();
         if let Err(e) = written {
             // Nobody will see this frame: give back every reader's hold.
-            for pid in &device_readers {
-                device.iter().for_each(|d| {
-                    let _ = inner.pool.as_ref().map(|p| p.release_unimported(d.descriptor.as_bytes(), *pid));
-                });
+            if let Some(pool) = &inner.pool {
+                for (pid, d) in device_readers.iter().flat_map(|pid| device.iter().map(move |d| (pid, d))) {
+                    let _ = pool.release_unimported(d.descriptor.as_bytes(), *pid);
+                }
             }
             return Err(e);
         }
@@ -463,7 +462,7 @@ impl<M: Message> Publisher<M> {
         let lens: Vec<usize> = sources.iter().map(|r| r.len_bytes()).collect();
         // Descriptor sizes do not depend on offsets, so the meta length is
         // known before the layout: encode once with placeholders.
-        let placeholder = Descriptor::new(vec![0; 16]).expect("16 bytes fit");
+        let placeholder = Descriptor::from_slice(&[0; IN_FRAME_DESCRIPTOR_LEN]).expect("a short descriptor");
         let placeholder: Vec<Entry> =
             lens.iter().map(|_| Entry { kind: host.kind(), descriptor: placeholder.clone(), alt: None }).collect();
         let meta_len = with_meta(msg, &placeholder, |meta| Ok(meta.len()))?;
@@ -480,7 +479,7 @@ impl<M: Message> Publisher<M> {
                     block.write_from_host(0, &bytes).map_err(LoanError::from)?
                 }
             }
-            let descriptor = host.export(block, &[]).map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+            let descriptor = host.export(block, &[])?;
             entries.push(Entry { kind: host.kind(), descriptor, alt: None });
         }
         with_meta(msg, &entries, |meta| {

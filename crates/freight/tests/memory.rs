@@ -24,7 +24,7 @@ fn publishing_large_messages_reuses_shared_memory_instead_of_growing_it() {
     let publisher = node.create_publisher::<UInt8MultiArray>(&topic, qos).unwrap();
     let subscription = node.create_subscription::<UInt8MultiArray>(&topic, qos).unwrap();
     let msg = UInt8MultiArray { data: Buffer::from(vec![3u8; SIZE]), ..Default::default() };
-    let mut round = || {
+    let round = || {
         publisher.publish_copy(&msg).unwrap();
         let got = subscription.take(Duration::from_secs(5)).unwrap().expect("the message");
         assert_eq!(got.data.len(), SIZE);
