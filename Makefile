@@ -4,6 +4,8 @@
 CARGO ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 FREIGHT := target/release/freight
+# The interpreter the interop tests run (with rosbags), set up by `make deps`.
+export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
 .PHONY: all deps build demo test lint bench clean
 

@@ -38,4 +38,23 @@ if ! command -v cargo >/dev/null || ! version_ok "$(rust_version)"; then
         exit 1
     fi
 fi
-echo "dependencies ok: $(rustc --version)"
+# Python, for the tests that compare with independent implementations: a
+# virtual environment of the project's own (Debian's system pip refuses
+# global installs), with pinned packages.
+if ! command -v python3 >/dev/null || ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "error: tests need python3 with venv; run 'make' as root or apt-get install python3-venv" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv
+fi
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ ! -x "$here/.venv/bin/python" ]]; then
+    python3 -m venv "$here/.venv"
+fi
+if ! "$here/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/scripts/requirements-test.txt"; then
+    echo "error: could not install the Python test packages (scripts/requirements-test.txt) into .venv" >&2
+    exit 1
+fi
+echo "dependencies ok: $(rustc --version), $("$here/.venv/bin/python" --version)"

@@ -21,6 +21,42 @@
 /// ```
 #[macro_export]
 macro_rules! message {
+    // A message without fields: ROS 2 gives it one hidden byte
+    // (`uint8 structure_needs_at_least_one_member`), so it is one byte on the wire.
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident = $ros:literal {}
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        $vis struct $name {}
+
+        impl $crate::CdrField for $name {
+            const MIN_SIZE: usize = 1;
+
+            fn write(
+                &self,
+                w: &mut $crate::CdrWriter,
+                _: &mut dyn $crate::BufferEncoder,
+            ) -> ::core::result::Result<(), $crate::EncodeError> {
+                w.write_u8(0);
+                Ok(())
+            }
+
+            fn read(
+                r: &mut $crate::CdrReader<'_>,
+                _: &mut dyn $crate::BufferDecoder,
+            ) -> ::core::result::Result<Self, $crate::DecodeError> {
+                r.read_u8()?;
+                Ok(Self {})
+            }
+        }
+
+        impl $crate::Message for $name {
+            const TYPE_NAME: &'static str = $ros;
+            const DEFINITION: &'static str = concat!($ros, "{structure_needs_at_least_one_member:u8;}");
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident = $ros:literal {
