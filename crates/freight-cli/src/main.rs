@@ -1,10 +1,12 @@
 //! `freight`: the command-line tool of the freight transport.
 //!
-//! Subcommands: `bench latency` (the latency benchmark), `demo` (the headline comparison) and
-//! the hidden `bench peer` (the subscriber process the benchmark starts).
+//! Subcommands: `bench latency` (the latency benchmark), `demo` (the headline comparison),
+//! `topic` (inspection, as `ros2 topic`) and the hidden `bench peer` (the subscriber process
+//! the benchmark starts).
 
 mod bench;
 mod demo;
+mod topic;
 
 use std::process::ExitCode;
 
@@ -36,6 +38,13 @@ COMMANDS IN DETAIL
       publisher process to a subscriber process over each transport, spinning and blocking,
       printed as one titled table. It is `freight bench latency` with fixed arguments.
 
+  freight topic list [-t] | info TOPIC [-v] | echo TOPIC [--once|--count N] | hz TOPIC | bw TOPIC
+      As `ros2 topic`, for the topics of this host. `info -v` shows each endpoint's node,
+      host, process id, QoS, the backends a subscription accepts, the memory a publisher's
+      buffers live in, and for each publisher/subscription pair the transport and the memory
+      the subscription receives buffers in. echo, hz and bw decode the built-in message
+      types; large fields are summarized, never printed. --duration SECS bounds hz and bw.
+
 ERRORS
       Errors are printed as `error: <what went wrong>; <what to do>`; the exit status is 1.";
 
@@ -64,9 +73,11 @@ enum Command {
 Send one 3840x2160 BGRA frame (33,177,600 bytes) from a publisher process to a subscriber
 process over each transport, spinning and blocking, and print the comparison table.
 
-This is `freight bench latency` with fixed arguments. Until freight's own transports are
-registered it shows the iceoryx2 and memcpy baselines only.")]
+This is `freight bench latency` with fixed arguments.")]
     Demo(demo::DemoArgs),
+    /// Inspect topics on this host, as `ros2 topic` does: list, info -v, echo, hz, bw.
+    #[command(subcommand)]
+    Topic(topic::TopicCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,13 +110,15 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Bench(BenchCommand::Latency(args)) => {
-            bench::LatencyJob::from_args(&args).and_then(|job| bench::run_latency(&job)).map(|_| ())
-        }
+        Command::Bench(BenchCommand::Latency(args)) => bench::LatencyJob::from_args(&args)
+            .and_then(|job| bench::run_latency(&job))
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Peer(args)) => {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
+        Command::Topic(cmd) => topic::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

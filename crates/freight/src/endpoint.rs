@@ -2,7 +2,7 @@
 //! that discovery needs no daemon and no registry of our own: publishers list
 //! the subscribers of the topic's service and read this back.
 
-use freight_msg::BackendSet;
+use freight_msg::{BackendKind, BackendSet};
 
 use crate::qos::{Durability, Reliability};
 
@@ -32,6 +32,79 @@ pub struct SubscriberAd {
 }
 
 const PREFIX: &str = "fs1";
+const PUBLISHER_PREFIX: &str = "fp1";
+
+/// A publisher as subscribers and tools see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublisherAd {
+    /// Process id.
+    pub pid: u32,
+    /// Reliability.
+    pub reliability: Reliability,
+    /// Durability.
+    pub durability: Durability,
+    /// The memory its buffers live in (`shm` for frames, or a device pool).
+    pub backend: BackendKind,
+}
+
+impl PublisherAd {
+    /// The port name (at most 64 bytes).
+    pub fn encode(&self) -> String {
+        format!(
+            "{PUBLISHER_PREFIX};{};{};{};{}",
+            self.pid,
+            reliability_code(self.reliability),
+            durability_code(self.durability),
+            self.backend.name()
+        )
+    }
+
+    /// Parses a port name; `None` for ports that are not freight publishers.
+    pub fn decode(s: &str) -> Option<Self> {
+        let mut it = s.split(';');
+        if it.next()? != PUBLISHER_PREFIX {
+            return None;
+        }
+        Some(PublisherAd {
+            pid: it.next()?.parse().ok()?,
+            reliability: parse_reliability(it.next()?)?,
+            durability: parse_durability(it.next()?)?,
+            backend: BackendKind::from_name(it.next()?)?,
+        })
+    }
+}
+
+fn reliability_code(r: Reliability) -> char {
+    if r == Reliability::Reliable {
+        'r'
+    } else {
+        'b'
+    }
+}
+
+fn durability_code(d: Durability) -> char {
+    if d == Durability::TransientLocal {
+        't'
+    } else {
+        'v'
+    }
+}
+
+fn parse_reliability(s: &str) -> Option<Reliability> {
+    match s {
+        "r" => Some(Reliability::Reliable),
+        "b" => Some(Reliability::BestEffort),
+        _ => None,
+    }
+}
+
+fn parse_durability(s: &str) -> Option<Durability> {
+    match s {
+        "t" => Some(Durability::TransientLocal),
+        "v" => Some(Durability::Volatile),
+        _ => None,
+    }
+}
 
 impl SubscriberAd {
     /// The port name (at most 64 bytes).
@@ -39,8 +112,8 @@ impl SubscriberAd {
         format!(
             "{PREFIX};{};{};{};{:02x};{}",
             self.pid,
-            if self.reliability == Reliability::Reliable { 'r' } else { 'b' },
-            if self.durability == Durability::TransientLocal { 't' } else { 'v' },
+            reliability_code(self.reliability),
+            durability_code(self.durability),
             self.accepts.bits(),
             if self.wait == WaitMode::Block { 'b' } else { 's' },
         )
@@ -53,16 +126,8 @@ impl SubscriberAd {
             return None;
         }
         let pid = it.next()?.parse().ok()?;
-        let reliability = match it.next()? {
-            "r" => Reliability::Reliable,
-            "b" => Reliability::BestEffort,
-            _ => return None,
-        };
-        let durability = match it.next()? {
-            "t" => Durability::TransientLocal,
-            "v" => Durability::Volatile,
-            _ => return None,
-        };
+        let reliability = parse_reliability(it.next()?)?;
+        let durability = parse_durability(it.next()?)?;
         let accepts = BackendSet::from_bits(u8::from_str_radix(it.next()?, 16).ok()?);
         let wait = match it.next()? {
             "b" => WaitMode::Block,
@@ -76,7 +141,6 @@ impl SubscriberAd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use freight_msg::BackendKind;
 
     #[test]
     fn ad_round_trips_and_fits_a_port_name() {
@@ -92,5 +156,14 @@ mod tests {
         assert_eq!(SubscriberAd::decode(&s), Some(ad));
         assert_eq!(SubscriberAd::decode("other;1;r;v;01;b"), None);
         assert_eq!(SubscriberAd::decode("fs1;x;r;v;01;b"), None);
+        let p = PublisherAd {
+            pid: 7,
+            reliability: Reliability::Reliable,
+            durability: Durability::Volatile,
+            backend: BackendKind::FakeDevice,
+        };
+        assert!(p.encode().len() <= 64);
+        assert_eq!(PublisherAd::decode(&p.encode()), Some(p));
+        assert_eq!(PublisherAd::decode(&ad.encode()), None);
     }
 }

@@ -274,6 +274,83 @@ pub(crate) fn decode_meta<'a>(frame: &'a [u8], h: &Header) -> Result<Meta<'a>, F
     Ok(Meta { small, table: TableReader { meta, pos, left: count, frame_len: frame.len() } })
 }
 
+/// What [`inspect_frame`] reads from a frame: its header and buffer table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FrameSummary {
+    /// Hash of the message type's definition (`Message::TYPE_HASH`).
+    pub type_hash: u64,
+    /// The publisher that sent the frame.
+    pub publisher_id: u64,
+    /// The publisher's sequence number of the message.
+    pub sequence: u64,
+    /// When it was published, in nanoseconds of the publisher's clock.
+    pub publish_time_ns: u64,
+    /// The buffer table, one entry per buffer field (its length is the
+    /// frame's buffer count).
+    pub buffers: Vec<BufferSummary>,
+}
+
+/// One entry of a frame's buffer table, as [`inspect_frame`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BufferSummary {
+    /// The backend of the publisher's memory.
+    pub kind: BackendKind,
+    /// Where its descriptor lies in the frame; `descriptor.len()` is its length.
+    pub descriptor: std::ops::Range<usize>,
+    /// The host copy that came with it for subscribers that cannot take
+    /// `kind`: its backend and where its descriptor lies in the frame.
+    pub alt: Option<(BackendKind, std::ops::Range<usize>)>,
+}
+
+/// Reads a frame's header and walks its whole buffer table without knowing
+/// the message type, checking every length: the frame may come from a buggy
+/// or hostile process. Neither the small fields nor the buffers are decoded.
+///
+/// ```
+/// // A frame by hand: the 64-byte header, then the meta: the small fields'
+/// // length and the small fields (an empty CDR message), and no buffers.
+/// let mut frame = vec![0u8; 64];
+/// frame[0..4].copy_from_slice(b"FRT1"); // magic
+/// frame[4] = 1; // version
+/// frame[8..16].copy_from_slice(&42u64.to_le_bytes()); // type hash
+/// frame[24..32].copy_from_slice(&7u64.to_le_bytes()); // sequence
+/// frame[40..44].copy_from_slice(&8u32.to_le_bytes()); // meta length
+/// frame.extend_from_slice(&4u32.to_le_bytes());
+/// frame.extend_from_slice(&[0, 1, 0, 0]);
+///
+/// let summary = freight::inspect_frame(&frame).unwrap();
+/// assert_eq!((summary.type_hash, summary.sequence), (42, 7));
+/// assert!(summary.buffers.is_empty());
+///
+/// // A frame that claims a buffer it has no room for is refused.
+/// frame[44..48].copy_from_slice(&1u32.to_le_bytes());
+/// assert!(freight::inspect_frame(&frame).is_err());
+/// ```
+pub fn inspect_frame(bytes: &[u8]) -> Result<FrameSummary, FrameError> {
+    let header = Header::read(bytes)?;
+    let meta = decode_meta(bytes, &header)?;
+    // Descriptors are borrowed from `bytes`: their offsets locate them there.
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - bytes.as_ptr() as usize;
+        start..start + s.len()
+    };
+    // `decode_meta` bounded the count by the meta's length.
+    let mut buffers = Vec::with_capacity(meta.table.remaining());
+    for entry in meta.table {
+        let e = entry?;
+        buffers.push(BufferSummary { kind: e.kind, descriptor: at(e.descriptor), alt: e.alt.map(|(k, d)| (k, at(d))) });
+    }
+    Ok(FrameSummary {
+        type_hash: header.type_hash,
+        publisher_id: header.publisher_id,
+        sequence: header.sequence,
+        publish_time_ns: header.publish_time_ns,
+        buffers,
+    })
+}
+
 /// Reads buffer-field ordinals from the small fields and imports each buffer
 /// as it is reached, with `import` deciding which representation to take.
 pub(crate) struct ImportingDecoder<'a, F> {
@@ -376,6 +453,43 @@ mod tests {
         let mut m = decode_meta(&f, &h).unwrap();
         assert_eq!(m.table.next(), Some(Err(FrameError::UnknownBackend(99))));
         assert_eq!(m.table.next(), None, "a malformed table ends the walk");
+    }
+
+    #[test]
+    fn inspect_frame_reads_header_and_every_entry() {
+        let f = sample_frame();
+        let s = inspect_frame(&f).unwrap();
+        assert_eq!((s.type_hash, s.publisher_id, s.sequence, s.publish_time_ns), (7, 1, 2, 3));
+        assert_eq!(s.buffers.len(), 1);
+        let b = &s.buffers[0];
+        assert_eq!(b.kind, BackendKind::FakeDevice);
+        assert_eq!(&f[b.descriptor.clone()], &[1, 2, 3]);
+        let (alt_kind, alt) = b.alt.clone().unwrap();
+        assert_eq!(alt_kind, BackendKind::Shm);
+        assert_eq!(&f[alt], &[9u8; 16]);
+    }
+
+    #[test]
+    fn inspect_frame_refuses_every_truncation_and_reports_bad_entries() {
+        let f = sample_frame();
+        for cut in 0..f.len() {
+            assert!(inspect_frame(&f[..cut]).is_err(), "truncated frame of {cut} bytes inspected");
+        }
+        for i in 0..f.len() {
+            let mut g = f.clone();
+            g[i] ^= 0xff;
+            if let Ok(s) = inspect_frame(&g) {
+                for b in &s.buffers {
+                    assert!(b.descriptor.end <= g.len() && b.alt.as_ref().is_none_or(|(_, r)| r.end <= g.len()));
+                }
+            }
+        }
+        let mut g = f.clone();
+        let small_len = u32::from_le_bytes(g[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap()) as usize;
+        g[HEADER_LEN + (4 + small_len).next_multiple_of(4) + 1] = 42; // the alternative's backend
+        assert_eq!(inspect_frame(&g), Err(FrameError::UnknownBackend(42)));
+        g[44..48].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(inspect_frame(&g), Err(FrameError::Truncated { .. })));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
-use crate::endpoint::{SubscriberAd, WaitMode};
+use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
@@ -279,12 +279,13 @@ impl<M: Message> Publisher<M> {
                 }
             }
         };
-        let name = format!(
-            "fp1;{};{};{}",
-            std::process::id(),
-            if qos.reliability == Reliability::Reliable { 'r' } else { 'b' },
-            options.backend.name()
-        );
+        let name = PublisherAd {
+            pid: std::process::id(),
+            reliability: qos.reliability,
+            durability: qos.durability,
+            backend: options.backend,
+        }
+        .encode();
         let iox = services
             .data
             .publisher_builder()

@@ -12,6 +12,7 @@ use crate::context::Node;
 use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::error::{CreateError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
+use crate::negotiation::negotiate;
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::topic::{local_topic, lock, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -375,28 +376,21 @@ fn import(
         })?;
         b.import(frame, descriptor).map_err(|source| TakeError::Import { ordinal, source })
     };
-    if sub.accepts.contains(e.kind) {
-        match (with(e.kind, e.descriptor), e.alt) {
-            // The publisher's memory could not be imported (e.g. this
-            // subscription joined after the message was sent and holds no share
-            // of the device block): the host copy carries the same bytes.
-            (Err(_), Some((alt_kind, alt_desc))) => {
-                return with(if sub.accepts.contains(alt_kind) { alt_kind } else { BackendKind::Cpu }, alt_desc)
-            }
-            (result, _) => return result,
+    // Where the host bytes are: the host copy that came with a device buffer,
+    // or the buffer itself when it is in the frame.
+    let host = e.alt.map_or(e.kind, |(kind, _)| kind);
+    let choice = negotiate(e.kind, host, sub.accepts);
+    match (choice == e.kind, e.alt) {
+        (true, None) => with(choice, e.descriptor),
+        // The publisher's memory could not be imported (e.g. this subscription
+        // joined after the message was sent and holds no share of the device
+        // block): the host copy carries the same bytes.
+        (true, Some((alt_kind, alt_desc))) => {
+            with(choice, e.descriptor).or_else(|_| with(negotiate(alt_kind, alt_kind, sub.accepts), alt_desc))
         }
-    }
-    if holds_a_share(sub, e.kind) {
-        if let Some(b) = ctx.backend(e.kind) {
-            let _ = b.release_unimported(e.descriptor, std::process::id());
-        }
-    }
-    match e.alt {
-        Some((alt_kind, alt_desc)) => {
-            with(if sub.accepts.contains(alt_kind) { alt_kind } else { BackendKind::Cpu }, alt_desc)
-        }
-        None if e.kind == BackendKind::Shm => with(BackendKind::Cpu, e.descriptor),
-        None => Err(TakeError::Unusable {
+        (false, Some((_, alt_desc))) => with(choice, alt_desc),
+        (false, None) if e.kind.is_host_memory() => with(choice, e.descriptor),
+        (false, None) => Err(TakeError::Unusable {
             ordinal,
             backend: e.kind,
             reason: "no host copy came with it (did the subscription join after it was sent?)".into(),

@@ -98,8 +98,12 @@ pub(crate) fn open_services(
 
 fn existing_type(node: &iceoryx2::node::Node<Ipc>, name: &ServiceName) -> Option<String> {
     let svc = node.service_builder(name).publish_subscribe::<[u8]>().open().ok()?;
-    let key = TYPE_KEY.try_into().ok()?;
-    svc.attributes().key_value(&key, 0).map(|v| v.to_string())
+    svc.attributes().key_value(&type_key(), 0).map(|v| v.to_string())
+}
+
+/// The attribute key under which a topic's service records its message type.
+pub(crate) fn type_key() -> AttributeKey {
+    TYPE_KEY.try_into().expect("a short ASCII key is a valid attribute key")
 }
 
 /// What a topic's in-process subscriptions share with its in-process publishers.

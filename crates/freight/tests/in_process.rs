@@ -359,3 +359,29 @@ fn domain_id_comes_from_ros_domain_id() {
         assert!(status.status.success(), "ROS_DOMAIN_ID={value:?}: {}", String::from_utf8_lossy(&status.stdout));
     }
 }
+
+#[test]
+fn the_graph_lists_topics_endpoints_and_negotiated_backends() {
+    use freight::graph::EndpointKind;
+    let n = node("graph");
+    let t = topic("graph");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let _p = n.create_publisher_with_options::<Image>(&t, 5, options).unwrap();
+    let device_ok = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let _a = n.create_subscription_with_options::<Image>(&t, 5, device_ok).unwrap();
+    let _b = n.create_subscription::<Image>(&t, 5).unwrap();
+    let topics = n.topic_names_and_types().unwrap();
+    assert!(topics.iter().any(|x| x.name == t && x.type_name == "sensor_msgs/msg/Image"), "{topics:?}");
+    let g = n.topic_graph(&t).unwrap().expect("the topic exists");
+    assert_eq!(g.endpoints.len(), 3);
+    assert_eq!(g.endpoints[0].kind, EndpointKind::Publisher);
+    assert_eq!(g.endpoints[0].backend, Some(BackendKind::FakeDevice));
+    assert!(g.endpoints.iter().all(|e| e.pid == std::process::id() && e.node == "/graph"));
+    let mut got: Vec<BackendKind> = g.pairings.iter().map(|p| p.backend).collect();
+    got.sort();
+    assert_eq!(got, vec![BackendKind::Cpu, BackendKind::FakeDevice]);
+    assert!(n.topic_graph("/no_such_topic").unwrap().is_none());
+}

@@ -1,0 +1,371 @@
+//! `freight topic`: `list`, `info`, `echo`, `hz`, `bw`, as `ros2 topic` does,
+//! for the topics of this host's shared-memory plane.
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use freight::graph::{Endpoint, EndpointKind, TopicGraph};
+use freight::msgs::builtin_interfaces::Time;
+use freight::msgs::sensor_msgs::{Image, PointCloud2};
+use freight::msgs::std_msgs::{Header, UInt64MultiArray, UInt8MultiArray};
+use freight::msgs::tensor_msgs::Tensor;
+use freight::{Context, Message, Node, QoS, TakeError};
+use freight_msg::RawBuffer;
+
+/// `freight topic ...`
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// List the topics of the domain.
+    List {
+        /// Show each topic's type.
+        #[arg(short = 't', long)]
+        show_types: bool,
+        #[command(flatten)]
+        domain: DomainArg,
+    },
+    /// Show a topic's type and endpoints; -v adds each endpoint and what each
+    /// publisher/subscription pair exchanges buffers in.
+    Info {
+        /// The topic.
+        topic: String,
+        /// Every endpoint and pairing.
+        #[arg(short, long)]
+        verbose: bool,
+        #[command(flatten)]
+        domain: DomainArg,
+    },
+    /// Print the messages of a topic; large fields are summarized.
+    Echo {
+        /// The topic.
+        topic: String,
+        /// Print one message and exit.
+        #[arg(long)]
+        once: bool,
+        /// Print this many messages and exit.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        #[command(flatten)]
+        common: ReceiveArgs,
+    },
+    /// Print the rate messages arrive at.
+    Hz {
+        /// The topic.
+        topic: String,
+        #[command(flatten)]
+        common: ReceiveArgs,
+    },
+    /// Print the bandwidth a topic uses.
+    Bw {
+        /// The topic.
+        topic: String,
+        #[command(flatten)]
+        common: ReceiveArgs,
+    },
+}
+
+/// The ROS domain to look at.
+#[derive(Debug, Clone, Args)]
+pub struct DomainArg {
+    /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
+    #[arg(long, value_name = "ID")]
+    domain: Option<u32>,
+}
+
+/// Options of the commands that subscribe.
+#[derive(Debug, Clone, Args)]
+pub struct ReceiveArgs {
+    #[command(flatten)]
+    domain: DomainArg,
+    /// Statistics over the last N messages (hz, bw).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    window: usize,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+}
+
+/// Runs one `freight topic` command.
+pub fn run(cmd: TopicCommand) -> Result<(), String> {
+    match cmd {
+        TopicCommand::List { show_types, domain } => {
+            for t in inspector(&domain)?.topic_names_and_types().map_err(|e| e.to_string())? {
+                if show_types {
+                    println!("{} [{}]", t.name, t.type_name);
+                } else {
+                    println!("{}", t.name);
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::Info { topic, verbose, domain } => {
+            let graph = graph_of(&inspector(&domain)?, &topic)?;
+            print_info(&graph, verbose);
+            Ok(())
+        }
+        TopicCommand::Echo { topic, once, count, common } => {
+            let limit = if once { Some(1) } else { count };
+            receive(&topic, &common, Mode::Echo { limit })
+        }
+        TopicCommand::Hz { topic, common } => receive(&topic, &common, Mode::Hz),
+        TopicCommand::Bw { topic, common } => receive(&topic, &common, Mode::Bw),
+    }
+}
+
+fn inspector(domain: &DomainArg) -> Result<Node, String> {
+    let ctx = match domain.domain {
+        Some(d) => Context::builder().domain_id(d).create(),
+        None => Context::new(),
+    }
+    .map_err(|e| e.to_string())?;
+    ctx.create_node(&format!("freight_topic_{}", std::process::id())).map_err(|e| e.to_string())
+}
+
+fn graph_of(node: &Node, topic: &str) -> Result<TopicGraph, String> {
+    let topic = node.resolve_topic_name(topic).map_err(|e| e.to_string())?;
+    node.topic_graph(&topic)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("topic {topic} does not exist on this host; see `freight topic list`"))
+}
+
+fn print_info(g: &TopicGraph, verbose: bool) {
+    let count = |k| g.endpoints.iter().filter(|e| e.kind == k).count();
+    println!("Type: {}", g.topic.type_name);
+    println!("Publisher count: {}", count(EndpointKind::Publisher));
+    println!("Subscription count: {}", count(EndpointKind::Subscription));
+    if !verbose {
+        return;
+    }
+    for (i, e) in g.endpoints.iter().enumerate() {
+        println!();
+        print_endpoint(i, e);
+    }
+    if !g.pairings.is_empty() {
+        println!();
+        println!("Pairings (publisher -> subscription: transport, buffers received in):");
+        for p in &g.pairings {
+            println!("  [{}] -> [{}]: {:?}, {}", p.publisher, p.subscription, p.transport, p.backend);
+        }
+    }
+}
+
+fn print_endpoint(i: usize, e: &Endpoint) {
+    let kind = if e.kind == EndpointKind::Publisher { "PUBLISHER" } else { "SUBSCRIPTION" };
+    println!("[{i}] Node name: {}", e.node);
+    println!("    Endpoint type: {kind}");
+    println!("    Host: {}  Process id: {}", e.host, e.pid);
+    println!("    QoS: {:?}, {:?}", e.reliability, e.durability);
+    if let Some(b) = e.backend {
+        println!("    Buffers live in: {b}");
+    }
+    if let Some(a) = e.accepts {
+        println!("    Accepted backends: {a}");
+    }
+    if let Some(w) = e.wait {
+        println!("    Waits by: {w:?}");
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Echo { limit: Option<u64> },
+    Hz,
+    Bw,
+}
+
+/// Subscribes with the topic's type (one of the built-in types) and runs `mode`.
+fn receive(topic: &str, args: &ReceiveArgs, mode: Mode) -> Result<(), String> {
+    let node = inspector(&args.domain)?;
+    let graph = graph_of(&node, topic)?;
+    let topic = graph.topic.name.as_str();
+    macro_rules! dispatch {
+        ($($t:ty),*) => {
+            match graph.topic.type_name.as_str() {
+                $(name if name == <$t as Message>::TYPE_NAME => receive_as::<$t>(&node, topic, args, mode),)*
+                other => Err(format!(
+                    "{topic} carries {other}, which this tool cannot decode; it knows the built-in types \
+                     ({}); `freight topic info` works for every type",
+                    [$(<$t as Message>::TYPE_NAME),*].join(", ")
+                )),
+            }
+        };
+    }
+    dispatch!(Image, PointCloud2, UInt8MultiArray, UInt64MultiArray, Tensor, Header, Time)
+}
+
+fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: Mode) -> Result<(), String> {
+    // Sensor-data QoS: never slows a publisher down, matches reliable ones too.
+    let sub = node.create_subscription::<M>(topic, QoS::sensor_data()).map_err(|e| e.to_string())?;
+    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let mut stats = Window::new(args.window.max(2));
+    let mut last_report = Instant::now();
+    let mut printed = 0u64;
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        let wait = deadline.map_or(Duration::from_millis(200), |d| (d - now).min(Duration::from_millis(200)));
+        let sample = match sub.take(wait) {
+            Ok(s) => s,
+            Err(TakeError::Interrupted) => break,
+            // A malformed message is reported and skipped, as any subscriber would.
+            Err(e) => {
+                eprintln!("warning: {e}");
+                continue;
+            }
+        };
+        if let Some(s) = sample {
+            match mode {
+                Mode::Echo { limit } => {
+                    println!(
+                        "# from publisher {:016x}, sequence {}, via {:?}, buffers in {}",
+                        s.info().publisher_id,
+                        s.info().sequence,
+                        s.info().transport,
+                        s.backend()
+                    );
+                    println!("{:#?}\n---", *s);
+                    printed += 1;
+                    if limit.is_some_and(|l| printed >= l) {
+                        return Ok(());
+                    }
+                }
+                Mode::Hz | Mode::Bw => stats.push(Instant::now(), message_bytes(&*s)),
+            }
+        }
+        if !matches!(mode, Mode::Echo { .. }) && last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            report(&stats, mode);
+        }
+    }
+    match mode {
+        Mode::Echo { limit: Some(l) } if printed < l => {
+            Err(format!("received {printed} of {l} messages before the time ran out; is anyone publishing on {topic}?"))
+        }
+        Mode::Hz | Mode::Bw => {
+            report(&stats, mode);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Bytes a message occupies: its small fields as CDR plus its buffers.
+fn message_bytes<M: Message>(m: &M) -> usize {
+    struct Sizes(usize);
+    impl freight_msg::BufferEncoder for Sizes {
+        fn write_buffer(
+            &mut self,
+            w: &mut freight_msg::CdrWriter,
+            buf: &RawBuffer,
+            _: freight_msg::ElementInfo,
+        ) -> Result<(), freight_msg::EncodeError> {
+            w.write_u32(0);
+            self.0 += buf.len_bytes();
+            Ok(())
+        }
+    }
+    let mut sizes = Sizes(0);
+    let mut w = freight_msg::CdrWriter::new();
+    match m.write(&mut w, &mut sizes) {
+        Ok(()) => w.len() + sizes.0,
+        Err(_) => sizes.0,
+    }
+}
+
+/// The last N arrivals.
+struct Window {
+    cap: usize,
+    arrivals: std::collections::VecDeque<(Instant, usize)>,
+}
+
+impl Window {
+    fn new(cap: usize) -> Self {
+        Window { cap, arrivals: std::collections::VecDeque::with_capacity(cap) }
+    }
+
+    fn push(&mut self, at: Instant, bytes: usize) {
+        if self.arrivals.len() == self.cap {
+            self.arrivals.pop_front();
+        }
+        self.arrivals.push_back((at, bytes));
+    }
+
+    fn gaps(&self) -> Vec<f64> {
+        self.arrivals.iter().zip(self.arrivals.iter().skip(1)).map(|(a, b)| (b.0 - a.0).as_secs_f64()).collect()
+    }
+}
+
+fn report(w: &Window, mode: Mode) {
+    let gaps = w.gaps();
+    if gaps.is_empty() {
+        println!("no new messages");
+        return;
+    }
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    match mode {
+        Mode::Hz => {
+            let min = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = gaps.iter().copied().fold(0.0, f64::max);
+            let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n).sqrt();
+            println!("average rate: {:.3}", 1.0 / mean);
+            println!("\tmin: {min:.3}s max: {max:.3}s std dev: {sd:.5}s window: {}", gaps.len() + 1);
+        }
+        Mode::Bw => {
+            let sizes: Vec<usize> = w.arrivals.iter().map(|a| a.1).collect();
+            let total: usize = sizes.iter().sum();
+            let span = (w.arrivals.back().map(|a| a.0).unwrap_or_else(Instant::now)
+                - w.arrivals.front().map(|a| a.0).unwrap_or_else(Instant::now))
+            .as_secs_f64()
+            .max(f64::EPSILON);
+            let mean_size = total / sizes.len();
+            let (min, max) = (sizes.iter().min().copied().unwrap_or(0), sizes.iter().max().copied().unwrap_or(0));
+            println!("{} from {} messages", per_second(total.saturating_sub(sizes[0]) as f64 / span), sizes.len());
+            println!("\tMessage size mean: {} min: {} max: {}", bytes(mean_size), bytes(min), bytes(max));
+        }
+        Mode::Echo { .. } => {}
+    }
+}
+
+fn bytes(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.2} MB", n as f64 / (1 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.2} KB", n as f64 / (1 << 10) as f64),
+        n => format!("{n} B"),
+    }
+}
+
+fn per_second(bytes_per_s: f64) -> String {
+    format!("{}/s", bytes(bytes_per_s as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_size_counts_small_fields_and_buffers() {
+        let img = Image { data: freight::Buffer::from(vec![0u8; 1000]), ..Default::default() };
+        let small = Image::default().to_cdr().unwrap().len();
+        assert_eq!(message_bytes(&img), small + 1000);
+    }
+
+    #[test]
+    fn window_keeps_the_last_n() {
+        let mut w = Window::new(3);
+        let t = Instant::now();
+        for i in 0..5u64 {
+            w.push(t + Duration::from_millis(10 * i), 1);
+        }
+        assert_eq!(w.gaps().len(), 2);
+        assert!(w.gaps().iter().all(|g| (*g - 0.01).abs() < 1e-6));
+    }
+
+    #[test]
+    fn sizes_are_printed_in_binary_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(2048), "2.00 KB");
+        assert_eq!(bytes(3 << 20), "3.00 MB");
+    }
+}

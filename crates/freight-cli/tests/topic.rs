@@ -1,0 +1,81 @@
+//! `freight topic` against a real publisher and subscription in this test process.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use freight::msgs::sensor_msgs::Image;
+use freight::{BackendKind, BackendSet, Context, PublisherOptions, QoS, SubscriptionOptions};
+
+fn freight(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("run freight");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn topic_commands_show_the_graph_and_the_traffic() {
+    let domain = "77";
+    let ctx = Context::builder().domain_id(77).create().unwrap();
+    let node = ctx.create_node_with_namespace("camera", "/robot").unwrap();
+    let topic = format!("/cli_test_{}/image", std::process::id());
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = node.create_publisher_with_options::<Image>(&topic, 5, options).unwrap();
+    let device_ok = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    // Best effort: it never takes, and a full reliable queue would (rightly)
+    // make the publisher wait for it.
+    let _sub = node.create_subscription_with_options::<Image>(&topic, QoS::sensor_data(), device_ok).unwrap();
+
+    let (ok, out, err) = freight(&["topic", "list", "-t", "--domain", domain]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("{topic} [sensor_msgs/msg/Image]")), "{out}");
+
+    let (ok, out, err) = freight(&["topic", "info", &topic, "-v", "--domain", domain]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Publisher count: 1") && out.contains("Subscription count: 1"), "{out}");
+    assert!(out.contains("Node name: /robot/camera"), "{out}");
+    assert!(out.contains("Buffers live in: fake-device"), "{out}");
+    assert!(out.contains("Accepted backends: fake-device,shm,cpu"), "{out}");
+    assert!(out.contains("[0] -> [1]: Intra, fake-device"), "{out}");
+
+    let running = Arc::new(AtomicBool::new(true));
+    let publishing = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                let mut img = publisher.loan(64 * 48 * 4).unwrap().write_from_fn(|i| i as u8);
+                img.width = 64;
+                img.height = 48;
+                img.encoding = "bgra8".into();
+                let _ = publisher.publish(img);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let (ok, out, err) = freight(&["topic", "echo", &topic, "--once", "--duration", "5", "--domain", domain]);
+    assert!(ok, "{err}");
+    assert!(out.contains("width: 64") && out.contains("encoding: \"bgra8\""), "{out}");
+    assert!(out.contains("Buffer<uint8>[12288]"), "large fields are summarized: {out}");
+
+    let (ok, out, err) = freight(&["topic", "hz", &topic, "--duration", "1.5", "--domain", domain]);
+    assert!(ok, "{err}");
+    let rate: f64 = out
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("average rate: "))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {out}"));
+    assert!((20.0..=120.0).contains(&rate), "published every 10 ms, measured {rate} Hz");
+
+    let (ok, out, err) = freight(&["topic", "bw", &topic, "--duration", "1.5", "--domain", domain]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Message size mean: 12."), "{out}");
+    running.store(false, Ordering::Relaxed);
+    publishing.join().unwrap();
+
+    let (ok, _, err) = freight(&["topic", "info", "/no/such/topic", "--domain", domain]);
+    assert!(!ok && err.contains("does not exist"), "{err}");
+}
