@@ -1,0 +1,133 @@
+//! The generator's output as a string, and its errors.
+
+use std::path::{Path, PathBuf};
+
+use freight_msg_gen::{Builder, GenError, ParseErrorKind};
+
+/// A fresh package directory `<tmp>/<test>/<pkg>/msg` with the given files.
+fn package(test: &str, pkg: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("freight-msg-gen-{}-{test}", std::process::id())).join(pkg);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("msg")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join("msg").join(name), text).unwrap();
+    }
+    dir
+}
+
+fn test_package() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/msgs/freight_test_msgs")
+}
+
+#[test]
+fn emits_message_blocks() {
+    let code = Builder::new().package_dir(test_package()).generate_string().unwrap();
+    for expected in [
+        "pub mod freight_test_msgs {",
+        "pub struct Everything = \"freight_test_msgs/msg/Everything\" {",
+        "pub struct Nothing = \"freight_test_msgs/msg/Nothing\" {}",
+        "pub header: Header,",
+        "use super::super::super::std_msgs::msg::Header;",
+        "pub inners: Vec<Inner>,",
+        "pub fixed_inners: [Inner; 2],",
+        "pub few_inners: Vec<Inner>,",
+        "pub data: Buffer<u8>,",
+        "pub floats: Buffer<f32>,",
+        "pub chars: Buffer<u8>,",
+        "pub flags: Vec<bool>,",
+        "pub names: Vec<String>,",
+        "pub short_names: Vec<String>,",
+        "pub fixed: [f64; 3],",
+        "pub covariance: super::super::super::__freight_msg_gen::FixedArray<f64, 36>,",
+        "pub bounded: Vec<i16>,",
+        "pub r#type: String,",
+        "pub r#loop: u8,",
+        "pub const NEG: i8 = -3;",
+        "pub const BIG: u64 = 18446744073709551615;",
+        "pub const HALF: f32 = 0.5;",
+        "pub const GREETING: &'static str = \"hello # not a comment\";",
+        "#[doc = \" A keyword as a field name.\"]",
+        "#[doc = \" Default in the `.msg` file (not applied yet): `42`.\"]",
+        "#[doc = \" A message using every kind of field freight-msg-gen supports.\"]",
+        // Dependencies from the shipped interfaces, and only those used.
+        "pub struct Header = \"std_msgs/msg/Header\"",
+        "pub struct Time = \"builtin_interfaces/msg/Time\"",
+        "pub struct PoseWithCovariance = \"geometry_msgs/msg/PoseWithCovariance\"",
+    ] {
+        assert!(code.contains(expected), "missing `{expected}` in:\n{code}");
+    }
+    assert!(!code.contains("pub mod sensor_msgs"));
+    assert!(!code.contains("Duration"));
+}
+
+#[test]
+fn string_message_does_not_shadow_string() {
+    let code = Builder::new().shipped_package("std_msgs").generate_string().unwrap();
+    assert!(code.contains("pub struct String = \"std_msgs/msg/String\" {"));
+    assert!(code.contains("pub data: ::std::string::String,"));
+    assert!(code.contains("pub frame_id: String,"));
+}
+
+#[test]
+fn local_package_shadows_shipped_and_resolves_header() {
+    let dir = package("shadow", "std_msgs", &[("Header.msg", "int32 seq\n"), ("Uses.msg", "Header h\nHeader[] hs\n")]);
+    let code = Builder::new().package_dir(&dir).generate_string().unwrap();
+    assert!(code.contains("pub seq: i32,"));
+    assert!(code.contains("pub hs: Vec<Header>,"));
+    assert!(!code.contains("builtin_interfaces"));
+}
+
+#[test]
+fn generate_writes_the_file() {
+    let dir = package("write", "write_msgs", &[("A.msg", "B b\n"), ("B.msg", "uint8 x\n")]);
+    let out = dir.join("out").join("gen.rs");
+    Builder::new().package_dir(&dir).generate(&out).unwrap();
+    let code = std::fs::read_to_string(&out).unwrap();
+    assert!(code.contains("pub b: B,"));
+    assert!(code.contains("use super::B;") || code.contains("use super::super::super::write_msgs::msg::B;"));
+}
+
+#[test]
+fn unknown_message_type_names_file_and_line() {
+    let dir = package("unknown", "bad_msgs", &[("A.msg", "# doc\nint32 x\nMissing m\n")]);
+    match Builder::new().package_dir(&dir).generate_string().unwrap_err() {
+        GenError::UnknownType { file, line, ty } => {
+            assert!(file.ends_with("bad_msgs/msg/A.msg"), "{file:?}");
+            assert_eq!(line, 3);
+            assert_eq!(ty, "bad_msgs/msg/Missing");
+        }
+        e => panic!("{e}"),
+    }
+    let dir = package("unknown2", "bad_msgs", &[("A.msg", "other_msgs/Thing t\n")]);
+    let e = Builder::new().package_dir(&dir).generate_string().unwrap_err();
+    assert!(e.to_string().contains("A.msg:1: unknown message type `other_msgs/msg/Thing`"), "{e}");
+    // Without the shipped interfaces, Header is unknown too.
+    let dir = package("noshipped", "bad_msgs", &[("A.msg", "Header h\n")]);
+    let e = Builder::new().package_dir(&dir).use_shipped_interfaces(false).generate_string().unwrap_err();
+    assert!(matches!(e, GenError::UnknownType { .. }), "{e}");
+}
+
+#[test]
+fn parse_errors_carry_the_path() {
+    let dir = package("parse", "bad_msgs", &[("A.msg", "int32 x\nwstring w\n")]);
+    match Builder::new().package_dir(&dir).generate_string().unwrap_err() {
+        GenError::Parse(e) => {
+            assert!(e.file.ends_with("bad_msgs/msg/A.msg"));
+            assert_eq!(e.line, 2);
+            assert_eq!(*e.kind, ParseErrorKind::Unsupported("wstring".into()));
+        }
+        e => panic!("{e}"),
+    }
+}
+
+#[test]
+fn missing_dirs_and_packages() {
+    let dir = package("nomsg", "empty_pkg", &[]);
+    std::fs::remove_dir(dir.join("msg")).unwrap();
+    assert!(matches!(Builder::new().package_dir(&dir).generate_string(), Err(GenError::NoMsgDir { .. })));
+    assert!(matches!(Builder::new().package_dir(dir.join("nope")).generate_string(), Err(GenError::Io { .. })));
+    assert!(matches!(
+        Builder::new().shipped_package("nav_msgs").generate_string(),
+        Err(GenError::UnknownPackage { .. })
+    ));
+}
