@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build demo test lint bench clean
+.PHONY: all deps build demo test lint bench fuzz clean
 
 all: build
 
@@ -22,10 +22,16 @@ build: deps
 demo: build
 	$(FREIGHT) demo
 
-# Every test, in release mode (large payloads; shares the build above), then lints.
+# Every test, in release mode (large payloads; shares the build above), then a
+# bounded fuzz run of every parser of untrusted bytes, then the lints.
 test: build
 	$(CARGO) test --release --workspace --locked
+	scripts/fuzz-smoke.sh
 	$(MAKE) --no-print-directory lint
+
+# Longer fuzzing: `make fuzz FUZZ_SECONDS=600`.
+fuzz: deps
+	scripts/fuzz-smoke.sh
 
 lint: deps
 	$(CARGO) fmt --all --check
