@@ -68,14 +68,12 @@ pub(crate) enum Route {
     Shm,
 }
 
-/// The subscribers as last read from the service.
-#[derive(Default)]
-struct Peers {
-    subs: Vec<SubscriberAd>,
-}
+/// The topic's subscribers as last read from the service, by iceoryx2 port id
+/// (the backpressure handler looks receivers up by it).
+type Subscribers = std::collections::HashMap<u128, SubscriberAd>;
 
 /// What every publish needs to know about the subscribers, readable without a
-/// lock; `Peers` behind its mutex is only touched when they change.
+/// lock; the `Subscribers` map behind its mutex is only touched when they change.
 #[derive(Default)]
 struct PeerSummary {
     /// Subscriber count when last read; `usize::MAX` forces a read.
@@ -200,9 +198,8 @@ pub(crate) struct PublisherInner {
     services: TopicServices,
     iox: IoxPublisher,
     notifier: Notifier,
-    peers: Mutex<Peers>,
     summary: PeerSummary,
-    receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>>,
+    subscribers: Arc<Mutex<Subscribers>>,
     missed: Arc<MissedReceivers>,
     id: u64,
     sequence: AtomicU64,
@@ -254,15 +251,15 @@ impl<M: Message> Publisher<M> {
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
         let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
 
-        let receivers: Arc<Mutex<std::collections::HashMap<u128, SubscriberAd>>> = Arc::default();
+        let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let missed = Arc::new(MissedReceivers::default());
         let handler = {
-            let receivers = receivers.clone();
+            let subscribers = subscribers.clone();
             let missed = missed.clone();
             let reliability = qos.reliability;
             let max_wait = qos.max_blocking_time;
             move |info: &BackpressureInfo| -> BackpressureAction {
-                let theirs = lock(&receivers).get(&info.receiver_port_id).copied();
+                let theirs = lock(&subscribers).get(&info.receiver_port_id).copied();
                 let skip = reliability == Reliability::BestEffort
                     || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
                     // A subscriber whose process died never makes room: do not wait for it.
@@ -308,9 +305,8 @@ impl<M: Message> Publisher<M> {
                 services,
                 iox,
                 notifier,
-                peers: Mutex::new(Peers::default()),
                 summary: PeerSummary { count: AtomicUsize::new(usize::MAX), ..Default::default() },
-                receivers,
+                subscribers,
                 missed,
                 id,
                 sequence: AtomicU64::new(0),
@@ -534,7 +530,7 @@ impl PublisherInner {
         if n != summary.count.load(Ordering::Acquire)
             || now_ms.saturating_sub(summary.read_at_ms.load(Ordering::Relaxed)) > PEER_REFRESH.as_millis() as u64
         {
-            self.read_peers(n, now_ms);
+            self.read_subscribers(n, now_ms);
         }
         // Transient-local data must outlive this process's subscribers, so it
         // always goes through the service, which keeps the history.
@@ -545,34 +541,30 @@ impl PublisherInner {
         }
     }
 
-    fn read_peers(&self, n: usize, now_ms: u64) {
-        let mut peers = lock(&self.peers);
-        let mut subs = Vec::with_capacity(n);
-        let mut receivers = std::collections::HashMap::with_capacity(n);
+    fn read_subscribers(&self, n: usize, now_ms: u64) {
+        let mut subs = Subscribers::with_capacity(n);
         self.services.data.dynamic_config().list_subscribers(|d| {
             if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
-                receivers.insert(d.subscriber_id.value(), ad);
-                subs.push(ad);
+                subs.insert(d.subscriber_id.value(), ad);
             }
             CallbackProgression::Continue
         });
-        if subs.iter().any(|s| !crate::clock::process_alive(s.pid)) {
+        let before = subs.len();
+        subs.retain(|_, s| crate::clock::process_alive(s.pid));
+        if subs.len() < before {
             // A subscriber died: have iceoryx2 remove its ports and give
-            // back the samples it held, then read the list again.
+            // back the samples it held, and the device pool its holds.
             self.node.inner.iox.try_cleanup_dead_nodes();
             if let Some(pool) = &self.pool {
                 pool.reclaim_dead_readers();
             }
-            subs.retain(|s| crate::clock::process_alive(s.pid));
-            receivers.retain(|_, s| crate::clock::process_alive(s.pid));
         }
         let summary = &self.summary;
-        summary.any_remote.store(subs.iter().any(|s| s.pid != self.pid), Ordering::Release);
-        summary.any_blocking.store(subs.iter().any(|s| s.wait == WaitMode::Block), Ordering::Release);
+        summary.any_remote.store(subs.values().any(|s| s.pid != self.pid), Ordering::Release);
+        summary.any_blocking.store(subs.values().any(|s| s.wait == WaitMode::Block), Ordering::Release);
         summary.read_at_ms.store(now_ms, Ordering::Relaxed);
         summary.count.store(n, Ordering::Release);
-        peers.subs = subs;
-        *lock(&self.receivers) = receivers;
+        *lock(&self.subscribers) = subs;
     }
 
     fn hand_out_history(&self) {
@@ -594,7 +586,7 @@ impl PublisherInner {
         };
         match route {
             Route::Intra => split(&mut self.local.subscribers().iter().map(|q| q.ad)),
-            Route::Shm => split(&mut lock(&self.peers).subs.iter().copied()),
+            Route::Shm => split(&mut lock(&self.subscribers).values().copied()),
         }
     }
 
