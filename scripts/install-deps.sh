@@ -7,7 +7,9 @@ MIN_RUST="1.89"   # iceoryx2 0.10's minimum
 
 need_pkgs=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in build-essential pkg-config fonts-dejavu-core; do
+# cmake and libclang-dev: the cyclors crate builds Cyclone DDS from source and
+# generates its Rust bindings with bindgen.
+for pkg in build-essential pkg-config cmake libclang-dev fonts-dejavu-core; do
     have_pkg "$pkg" || need_pkgs+=("$pkg")
 done
 
