@@ -24,6 +24,9 @@ demo: build
 
 # Every test, in release mode (large payloads; shares the build above), then a
 # bounded fuzz run of every parser of untrusted bytes, then the lints.
+# The network plane stays on loopback in tests: freight and the stock DDS peers
+# the interop tests start read this configuration.
+test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
 test: build
 	$(CARGO) test --release --workspace --locked
 	scripts/fuzz-smoke.sh

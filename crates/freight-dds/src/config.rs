@@ -32,9 +32,7 @@ impl DdsConfig {
     }
 }
 
-/// Loopback only: SPDP by unicast to the participant indices 0..=40 on
-/// 127.0.0.1, multicast off.
-const LOOPBACK: &str = "<CycloneDDS><Domain><General><Interfaces><NetworkInterface address=\"127.0.0.1\"/>\
-</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex>\
-<MaxAutoParticipantIndex>40</MaxAutoParticipantIndex><Peers><Peer address=\"127.0.0.1\"/></Peers></Discovery>\
-</Domain></CycloneDDS>";
+/// Loopback only: SPDP by unicast to the participant indices 0..=64 on
+/// 127.0.0.1, multicast off. `make test` points `CYCLONEDDS_URI` at the same
+/// file, so stock peers in tests use it too.
+const LOOPBACK: &str = include_str!("../loopback.xml");

@@ -168,6 +168,22 @@ impl Reader {
         }
     }
 
+    /// The writers matched now, with their discovery data.
+    pub fn matched_writers(&self) -> Result<Vec<DiscoveredEndpoint>, DdsError> {
+        let mut handles = vec![0 as dds::dds_instance_handle_t; 64];
+        loop {
+            // SAFETY: `handles` has room for `handles.len()` entries.
+            let n = unsafe { dds::dds_get_matched_publications(self.entity, handles.as_mut_ptr(), handles.len()) };
+            let n = check("dds_get_matched_publications", n)? as usize;
+            if n <= handles.len() {
+                handles.truncate(n);
+                break;
+            }
+            handles.resize(n, 0);
+        }
+        Ok(handles.into_iter().filter_map(|h| self.matched_writer(h)).collect())
+    }
+
     /// Discovery data of a matched writer, by the handle a sample carries.
     /// `None` when it has left since.
     pub fn matched_writer(&self, publication_handle: u64) -> Option<DiscoveredEndpoint> {

@@ -49,28 +49,39 @@ pub struct InlineBuffers;
 
 impl BufferEncoder for InlineBuffers {
     fn write_buffer(&mut self, w: &mut CdrWriter, buf: &RawBuffer, element: ElementInfo) -> Result<(), EncodeError> {
-        let count = buf.len_bytes() / element.size;
-        w.write_len(count)?;
-        if count > 0 {
-            w.align(element.size);
-        }
         match buf.host_bytes() {
-            Some(b) => w.write_raw(b),
-            None => w.write_raw(&buf.to_host_vec().map_err(|e| EncodeError::Buffer(e.to_string()))?),
+            Some(b) => write_inline(w, b, element),
+            None => write_inline(w, &buf.to_host_vec().map_err(|e| EncodeError::Buffer(e.to_string()))?, element),
         }
-        Ok(())
     }
 }
 
 impl BufferDecoder for InlineBuffers {
     fn read_buffer(&mut self, r: &mut CdrReader<'_>, element: ElementInfo) -> Result<RawBuffer, DecodeError> {
-        let count = r.read_len(element.size)?;
-        if count > 0 {
-            r.align(element.size)?;
-        }
-        let bytes = r.take(count * element.size)?;
-        Ok(Buffer::from(bytes.to_vec()).raw().clone())
+        Ok(Buffer::from(read_inline(r, element)?.to_vec()).raw().clone())
     }
+}
+
+/// Writes a buffer's bytes as the CDR sequence of `element`s a stock ROS 2
+/// node expects: length, alignment, elements.
+pub fn write_inline(w: &mut CdrWriter, bytes: &[u8], element: ElementInfo) -> Result<(), EncodeError> {
+    let count = bytes.len() / element.size;
+    w.write_len(count)?;
+    if count > 0 {
+        w.align(element.size);
+    }
+    w.write_raw(bytes);
+    Ok(())
+}
+
+/// Reads the CDR sequence of `element`s that [`write_inline`] writes; returns
+/// its bytes, checked against what remains of the input.
+pub fn read_inline<'a>(r: &mut CdrReader<'a>, element: ElementInfo) -> Result<&'a [u8], DecodeError> {
+    let count = r.read_len(element.size)?;
+    if count > 0 {
+        r.align(element.size)?;
+    }
+    r.take(count * element.size)
 }
 
 /// A type that can be a field of a message: how it is written as CDR.

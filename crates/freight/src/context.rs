@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use freight_backend::{Backend, CpuBackend, FakeDeviceBackend, ShmBackend};
+use freight_dds::{DdsConfig, DdsError, Participant};
 use freight_msg::{BackendKind, BackendSet, Message};
 
 use crate::error::{ContextError, CreateError};
@@ -56,6 +57,10 @@ pub(crate) struct ContextInner {
     cpu: Arc<dyn Backend>,
     shm: Arc<dyn Backend>,
     fake_device: OnceLock<Result<Arc<dyn Backend>, String>>,
+    /// The network plane's configuration; `None`: local only.
+    network: Option<DdsConfig>,
+    /// The DDS participant, joined when the first endpoint needs it.
+    participant: OnceLock<Result<Arc<Participant>, DdsError>>,
 }
 
 impl ContextInner {
@@ -76,6 +81,12 @@ impl ContextInner {
                 .cloned(),
             _ => None,
         }
+    }
+
+    /// The DDS participant of this context; `None` when it is local only.
+    pub(crate) fn participant(&self) -> Result<Option<Arc<Participant>>, DdsError> {
+        let Some(config) = &self.network else { return Ok(None) };
+        self.participant.get_or_init(|| Participant::new(self.domain_id, config).map(Arc::new)).clone().map(Some)
     }
 
     /// Backends a subscription accepts unless told otherwise: every one this
@@ -105,10 +116,17 @@ impl std::fmt::Debug for Context {
 }
 
 /// Builds a [`Context`] with explicit settings.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct ContextBuilder {
     domain_id: Option<u32>,
     limits: Limits,
+    network: Option<DdsConfig>,
+}
+
+impl Default for ContextBuilder {
+    fn default() -> Self {
+        ContextBuilder { domain_id: None, limits: Limits::default(), network: Some(DdsConfig::default()) }
+    }
 }
 
 impl ContextBuilder {
@@ -121,6 +139,26 @@ impl ContextBuilder {
     /// Uses these limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Configures the network plane (DDS). By default it reads
+    /// `CYCLONEDDS_URI`, as Cyclone-based ROS 2 nodes do.
+    ///
+    /// ```no_run
+    /// use freight::{Context, DdsConfig};
+    /// let ctx = Context::builder().dds_config(DdsConfig::loopback()).create()?;
+    /// # Ok::<_, freight::ContextError>(())
+    /// ```
+    pub fn dds_config(mut self, config: DdsConfig) -> Self {
+        self.network = Some(config);
+        self
+    }
+
+    /// No network plane: endpoints reach this host's freight peers only, and
+    /// nothing is sent to or read from the network.
+    pub fn local_only(mut self) -> Self {
+        self.network = None;
         self
     }
 
@@ -140,6 +178,8 @@ impl ContextBuilder {
                 cpu: Arc::new(CpuBackend),
                 shm: Arc::new(ShmBackend::with_max_block_len(self.limits.max_message_bytes)),
                 fake_device: OnceLock::new(),
+                network: self.network,
+                participant: OnceLock::new(),
             }),
         })
     }

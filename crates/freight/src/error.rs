@@ -1,7 +1,8 @@
 //! Errors, one enum per operation. Each variant is something the caller can act on.
 
 use freight_backend::{AllocError, ExportError, ImportError, WriteError};
-use freight_msg::{BackendKind, EncodeError};
+use freight_dds::DdsError;
+use freight_msg::{BackendKind, DecodeError, EncodeError};
 
 use crate::frame::FrameError;
 use crate::names::NameError;
@@ -58,6 +59,17 @@ pub enum CreateError {
         topic: String,
         /// What failed.
         reason: String,
+    },
+    /// The DDS network plane refused (no usable network interface, a bad
+    /// `CYCLONEDDS_URI`...). A context built with `local_only()` has none.
+    #[error(
+        "network plane (DDS) for topic {topic}: {source}; check CYCLONEDDS_URI, or build the context with local_only()"
+    )]
+    Network {
+        /// The topic.
+        topic: String,
+        /// Cyclone DDS's error.
+        source: DdsError,
     },
 }
 
@@ -149,6 +161,10 @@ pub enum PublishError {
     /// The shared-memory layer failed.
     #[error("shared memory: {0}")]
     SharedMemory(String),
+    /// Local subscriptions received the message; the DDS write for network
+    /// readers failed.
+    #[error("delivered locally, but the DDS write failed: {0}")]
+    Network(DdsError),
 }
 
 /// Taking a message failed. The subscription stays usable; the next message is
@@ -196,6 +212,12 @@ pub enum TakeError {
     /// The shared-memory layer failed.
     #[error("shared memory: {0}")]
     SharedMemory(String),
+    /// A sample from the network is not valid CDR of the subscription's type.
+    #[error("malformed CDR from the network dropped: {0}")]
+    MalformedCdr(DecodeError),
+    /// Taking from the DDS reader failed.
+    #[error("network plane (DDS): {0}")]
+    Network(DdsError),
 }
 
 /// Waiting in a wait-set or executor failed.

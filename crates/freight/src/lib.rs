@@ -45,6 +45,7 @@ pub mod graph;
 mod loan;
 pub mod names;
 mod negotiation;
+pub mod network;
 mod publisher;
 pub mod qos;
 mod sample;
@@ -58,6 +59,7 @@ pub use error::{ContextError, CreateError, LoanError, PublishError, TakeError, W
 pub use executor::{Executor, StopHandle};
 pub use frame::{inspect_frame, BufferSummary, FrameError, FrameSummary};
 pub use freight_backend as backend;
+pub use freight_dds::DdsConfig;
 pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message};
 pub use loan::{Loan, LoanUninit};
 pub use negotiation::negotiate;

@@ -21,7 +21,13 @@ pub(crate) struct LoanedBuffer {
     /// The frame region for a host copy of a device buffer, when some
     /// subscriber needs one.
     pub host_copy: Option<FrameSlot>,
+    /// Where the buffer's bytes are in host memory once written (its frame
+    /// region, or its host copy's); read to serialize for the network.
+    pub host_view: Option<(*const u8, usize)>,
 }
+
+// SAFETY: the pointer is into the frame of the same loan, which moves with it.
+unsafe impl Send for LoanedBuffer {}
 
 struct Parts<M> {
     msg: M,

@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use freight_backend::{Backend, Descriptor, FrameMemory, FrameSlot, HeapFrame, IN_FRAME_DESCRIPTOR_LEN};
-use freight_msg::{BackendKind, Message, RawBuffer};
+use freight_msg::message::{write_inline, InlineBuffers};
+use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
@@ -30,6 +31,7 @@ use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
+use crate::network::{host_id, NetworkWriter, PeerTag};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
 
@@ -208,6 +210,8 @@ pub(crate) struct PublisherInner {
     pid: u32,
     /// Subscribers seen by the last history hand-out (transient local only).
     latched_subscribers: AtomicUsize,
+    /// The DDS writer; `None` in a local-only context.
+    network: Option<NetworkWriter>,
 }
 
 /// Publishes messages of type `M` on one topic.
@@ -295,6 +299,21 @@ impl<M: Message> Publisher<M> {
             .map_err(|e| shm_err(format!("{e:?}")))?;
         let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
         let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
+        let network = match ctx.participant() {
+            Ok(Some(participant)) => {
+                let tag = PeerTag {
+                    host: host_id(),
+                    pid: std::process::id(),
+                    node: node.fully_qualified_name(),
+                    backend: Some(options.backend),
+                    accepts: None,
+                };
+                let w = NetworkWriter::new(&participant, topic, &M::dds_type_name(), &qos, &tag);
+                Some(w.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
+            }
+            Ok(None) => None,
+            Err(source) => return Err(CreateError::Network { topic: topic.into(), source }),
+        };
         Ok(Publisher {
             inner: Arc::new(PublisherInner {
                 node: node.clone(),
@@ -314,6 +333,7 @@ impl<M: Message> Publisher<M> {
                 heap_frames: Arc::default(),
                 pid: std::process::id(),
                 latched_subscribers: AtomicUsize::new(0),
+                network,
             }),
             _type: PhantomData,
         })
@@ -365,7 +385,8 @@ impl<M: Message> Publisher<M> {
         let host = inner.host_backend(route);
         let (device_readers, host_readers) =
             if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (Vec::new(), 0) };
-        let needs_host_copy = host_readers > 0;
+        // Network readers take host bytes too.
+        let needs_host_copy = host_readers > 0 || inner.network_readers() > 0;
         let in_frame: Vec<usize> =
             lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
         let lay = layout(inner.options.meta_reserve, &in_frame);
@@ -374,12 +395,19 @@ impl<M: Message> Publisher<M> {
         let mut buffers = Vec::with_capacity(lens.len());
         for (i, &len) in lens.iter().enumerate() {
             let slot = frame.slot(lay.slots[i], len);
+            let view = Some((slot.ptr.cast_const(), slot.len));
             let b = match &inner.pool {
-                None => LoanedBuffer { block: host.allocate(len, Some(slot))?, backend: host.clone(), host_copy: None },
+                None => LoanedBuffer {
+                    block: host.allocate(len, Some(slot))?,
+                    backend: host.clone(),
+                    host_copy: None,
+                    host_view: view,
+                },
                 Some(pool) => LoanedBuffer {
                     block: pool.allocate(len, None)?,
                     backend: pool.clone(),
                     host_copy: needs_host_copy.then_some(slot),
+                    host_view: view.filter(|_| needs_host_copy),
                 },
             };
             buffers.push(b);
@@ -411,6 +439,7 @@ impl<M: Message> Publisher<M> {
         }
         let inner = &self.inner;
         let host = inner.host_backend(route);
+        let views: Vec<Option<(*const u8, usize)>> = buffers.iter().map(|b| b.host_view).collect();
         let mut entries = Vec::with_capacity(buffers.len());
         for b in buffers {
             // Device blocks are held for each reader, and once more for the
@@ -445,7 +474,20 @@ impl<M: Message> Publisher<M> {
             }
             return Err(e);
         }
-        inner.deliver(frame, &device)
+        // Serialized before the frame goes (it holds the bytes), written after
+        // local delivery so local subscribers do not wait for the network.
+        let cdr = (inner.network_readers() > 0).then(|| {
+            // SAFETY: each view is a region of `frame` (or its host copy)
+            // written by now, and `frame` is alive until `deliver` below.
+            let slices: Vec<Option<&[u8]>> =
+                views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
+            serialize(|w| msg.write(w, &mut LoanViews(&slices)))
+        });
+        let delivered = inner.deliver(frame, &device);
+        if let Some(cdr) = cdr {
+            inner.send_network(cdr?)?;
+        }
+        delivered
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once
@@ -484,8 +526,44 @@ impl<M: Message> Publisher<M> {
             inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
             Ok(())
         })?;
-        inner.deliver(frame, &[])
+        let delivered = inner.deliver(frame, &[]);
+        if inner.network_readers() > 0 {
+            inner.send_network(serialize(|w| msg.write(w, &mut InlineBuffers))?)?;
+        }
+        delivered
     }
+
+    /// DDS readers matched that are not freight on this host (a stock ROS 2
+    /// node, a freight node elsewhere): they get the message as CDR.
+    pub fn network_subscription_count(&self) -> usize {
+        self.inner.network_readers()
+    }
+}
+
+/// The buffers of a published loan as CDR sequences, read where the frame
+/// holds them. A device buffer without a host copy (a network reader matched
+/// after the loan was taken) cannot be sent; it gets the next message.
+struct LoanViews<'a>(&'a [Option<&'a [u8]>]);
+
+impl BufferEncoder for LoanViews<'_> {
+    fn write_buffer(&mut self, w: &mut CdrWriter, buf: &RawBuffer, element: ElementInfo) -> Result<(), EncodeError> {
+        let bytes = buf.as_loan_slot().and_then(|i| self.0.get(i as usize).copied().flatten()).ok_or_else(|| {
+            EncodeError::Buffer("device buffer without a host copy; network readers get the next message".into())
+        })?;
+        write_inline(w, bytes, element)
+    }
+}
+
+thread_local! {
+    /// A scratch vector per thread for serialized messages: large messages
+    /// would otherwise fault in fresh pages on every publish.
+    static CDR_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+fn serialize(encode: impl FnOnce(&mut CdrWriter) -> Result<(), EncodeError>) -> Result<Vec<u8>, PublishError> {
+    let mut w = CdrWriter::from_vec(CDR_SCRATCH.take());
+    encode(&mut w)?;
+    Ok(w.finish())
 }
 
 /// Encodes the meta region in this thread's scratch buffers and hands it to `f`.
@@ -522,6 +600,21 @@ fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize)
 }
 
 impl PublisherInner {
+    fn network_readers(&self) -> usize {
+        self.network.as_ref().map_or(0, NetworkWriter::remote_readers)
+    }
+
+    /// Writes a serialized message to the DDS writer and keeps the vector's
+    /// memory for the next one.
+    fn send_network(&self, cdr: Vec<u8>) -> Result<(), PublishError> {
+        let written = match &self.network {
+            Some(n) => n.write(&cdr).map_err(PublishError::Network),
+            None => Ok(()),
+        };
+        CDR_SCRATCH.set(cdr);
+        written
+    }
+
     /// Re-reads the subscriber list when it changed (or is old) and returns the route.
     fn route(&self) -> Route {
         let n = self.services.data.dynamic_config().number_of_subscribers();

@@ -11,16 +11,22 @@ pub enum Transport {
     Intra,
     /// Through shared memory (iceoryx2).
     Shm,
+    /// As CDR over DDS, from another host or a non-freight node.
+    Network,
 }
 
 /// Facts about a received message (`rmw_message_info_t` in ROS 2 terms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageInfo {
-    /// The publisher, unique on this host.
+    /// The publisher, unique on this host (for [`Transport::Network`]: the DDS
+    /// writer's instance handle, unique in this process).
     pub publisher_id: u64,
-    /// The publisher's sequence number of this message.
+    /// The publisher's sequence number of this message (0 for
+    /// [`Transport::Network`]: DDS does not report it).
     pub sequence: u64,
-    /// When it was published, CLOCK_MONOTONIC nanoseconds.
+    /// When it was published, CLOCK_MONOTONIC nanoseconds (for
+    /// [`Transport::Network`]: the writer's source timestamp, CLOCK_REALTIME
+    /// nanoseconds, since monotonic clocks of two hosts do not compare).
     pub publish_time_ns: u64,
     /// How it came.
     pub transport: Transport,

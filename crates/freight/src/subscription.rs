@@ -13,6 +13,7 @@ use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::error::{CreateError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
 use crate::negotiation::negotiate;
+use crate::network::{host_id, NetworkReader, PeerTag, ReceivedBuffers};
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::topic::{local_topic, lock, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -85,6 +86,8 @@ pub(crate) struct SubscriptionInner {
     services: TopicServices,
     iox: IoxSubscriber,
     pub(crate) listener: Listener,
+    /// The DDS reader; `None` in a local-only context.
+    network: Option<NetworkReader>,
 }
 
 /// Receives messages of type `M` from one topic.
@@ -149,6 +152,25 @@ impl<M: Message> Subscription<M> {
             .history_request(history)
             .create()
             .map_err(|e| shm_err(format!("{e:?}")))?;
+        let network = match ctx.participant() {
+            Ok(Some(participant)) => {
+                // DDS arrivals wake this topic's waiting subscriptions as a local
+                // publisher does.
+                let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
+                let tag = PeerTag {
+                    host: host_id(),
+                    pid: std::process::id(),
+                    node: node.fully_qualified_name(),
+                    backend: None,
+                    accepts: Some(accepts),
+                };
+                let wake = Box::new(move || _ = notifier.notify());
+                let r = NetworkReader::new(&participant, topic, &M::dds_type_name(), &qos, &tag, wake);
+                Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
+            }
+            Ok(None) => None,
+            Err(source) => return Err(CreateError::Network { topic: topic.into(), source }),
+        };
         let intra = Arc::new(IntraQueue::new(ad, depth));
         lock(&local.subs).push(Arc::downgrade(&intra));
         Ok(Subscription {
@@ -163,6 +185,7 @@ impl<M: Message> Subscription<M> {
                 services,
                 iox,
                 listener,
+                network,
             }),
             _type: PhantomData,
         })
@@ -188,6 +211,12 @@ impl<M: Message> Subscription<M> {
         &self.inner.node
     }
 
+    /// DDS writers matched that are not freight on this host (a stock ROS 2
+    /// node, a freight node elsewhere).
+    pub fn network_publisher_count(&self) -> usize {
+        self.inner.network.as_ref().map_or(0, NetworkReader::remote_writers)
+    }
+
     /// Publishers of this topic alive now, in any process. Publishers whose
     /// process died are cleaned up first, so a crashed publisher disappears
     /// from this count.
@@ -203,7 +232,14 @@ impl<M: Message> Subscription<M> {
         }
         match self.inner.iox.receive() {
             Ok(Some(s)) => decode(&self.inner, Arc::new(ShmFrame::new(s)), Transport::Shm).map(Some),
-            Ok(None) => Ok(None),
+            Ok(None) => match &self.inner.network {
+                Some(n) => match n.take() {
+                    Ok(Some(sample)) => decode_cdr(sample).map(Some),
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(TakeError::Network(e)),
+                },
+                None => Ok(None),
+            },
             Err(iceoryx2::port::ReceiveError::ExceedsMaxBorrows) => {
                 Err(TakeError::TooManyHeld(self.inner.node.inner.ctx.inner.limits.max_held_samples))
             }
@@ -262,7 +298,9 @@ impl SubscriptionInner {
 
     /// Whether a message is queued.
     pub(crate) fn has_data(&self) -> bool {
-        !self.intra.is_empty() || self.iox.has_samples().unwrap_or(false)
+        !self.intra.is_empty()
+            || self.iox.has_samples().unwrap_or(false)
+            || self.network.as_ref().is_some_and(NetworkReader::has_data)
     }
 
     /// Clears pending wake-ups (after a wait-set reported this subscription).
@@ -349,6 +387,25 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
         transport,
         backend: first_backend.unwrap_or(BackendKind::Cpu),
     };
+    Ok(Sample { msg, info })
+}
+
+/// Reads a message that came over DDS: plain CDR, buffers viewing the sample.
+fn decode_cdr<M: Message>(sample: freight_dds::ReceivedCdr) -> Result<Sample<M>, TakeError> {
+    let sample = Arc::new(sample);
+    let info = MessageInfo {
+        publisher_id: sample.publication_handle(),
+        sequence: 0,
+        publish_time_ns: u64::try_from(sample.source_timestamp_ns()).unwrap_or(0),
+        transport: Transport::Network,
+        backend: BackendKind::Cpu,
+    };
+    let msg = CdrReader::new(sample.bytes())
+        .and_then(|mut r| {
+            let msg = M::read(&mut r, &mut ReceivedBuffers(sample.clone()))?;
+            r.finish().map(|()| msg)
+        })
+        .map_err(TakeError::MalformedCdr)?;
     Ok(Sample { msg, info })
 }
 

@@ -89,7 +89,8 @@ pub(crate) fn open_services(
     let event = node
         .service_builder(&event_name)
         .event()
-        .max_notifiers(limits.max_publishers)
+        // Publishers wake subscriptions, and so do DDS readers (one per subscription).
+        .max_notifiers(limits.max_publishers + limits.max_subscriptions)
         .max_listeners(limits.max_subscriptions)
         .open_or_create()
         .map_err(|e| shm_err(format!("{e:?}")))?;

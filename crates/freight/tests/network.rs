@@ -1,0 +1,447 @@
+//! The network plane across real processes on loopback.
+//!
+//! * freight ↔ freight on "another host": a child process with a private
+//!   `/dev/shm` (a mount namespace with its own tmpfs) shares no shared memory
+//!   with the test, exactly as a second machine; it needs root (`unshare`), and
+//!   the tests that use it say so and skip without it.
+//! * freight ↔ a stock DDS peer: `tests/dds_interop/peer.py`, written on the
+//!   Python `cyclonedds` package with its own IDL declaration of
+//!   `sensor_msgs/Image` (skipped with `FREIGHT_SKIP_PYTHON_INTEROP=1`).
+//! * hostile CDR from a raw DDS writer.
+//!
+//! Children are this test binary re-run on the test's own name with
+//! `FREIGHT_NET_ROLE=<role>`; they report on stdout in lines marked `#net# `.
+//! Each test uses a topic and a DDS domain of its own run, on the loopback
+//! configuration (`crates/freight-dds/loopback.xml`).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use freight::msgs::sensor_msgs::Image;
+use freight::{Context, DdsConfig, Message, Node, Publisher, QoS, TakeError, Transport};
+use freight_dds::{EndpointQos, Participant};
+use sha2::{Digest, Sha256};
+
+const ROLE: &str = "FREIGHT_NET_ROLE";
+const TOPIC: &str = "FREIGHT_NET_TOPIC";
+const DOMAIN: &str = "FREIGHT_NET_DOMAIN";
+const COUNT: &str = "FREIGHT_NET_COUNT";
+const MARK: &str = "#net# ";
+const T: Duration = Duration::from_secs(20);
+
+/// One test at a time: they share the domain and count DDS peers.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This run's DDS domain (children inherit it): 100..=199, away from 0.
+fn domain() -> u32 {
+    std::env::var(DOMAIN).ok().and_then(|d| d.parse().ok()).unwrap_or(100 + std::process::id() % 100)
+}
+
+fn node(name: &str) -> Node {
+    Context::builder()
+        .domain_id(domain())
+        .dds_config(DdsConfig::loopback())
+        .create()
+        .expect("context")
+        .create_node(name)
+        .expect("node")
+}
+
+/// Byte `i` of frame `k`, the pattern the Python peer uses too.
+fn pattern(k: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 7 + k) % 251) as u8).collect()
+}
+
+fn image(k: usize, w: u32, h: u32) -> Image {
+    let mut img = Image { width: w, height: h, step: w * 4, encoding: "bgra8".into(), ..Default::default() };
+    img.header.frame_id = format!("frame{k}");
+    img.header.stamp.sec = k as i32;
+    img.header.stamp.nanosec = k as u32 * 1000;
+    img.data = pattern(k, (w * h * 4) as usize).into();
+    img
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < T, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Children
+// ---------------------------------------------------------------------------
+
+/// A child process whose marked stdout lines arrive on a channel.
+struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Peer {
+    fn start(mut cmd: Command) -> Peer {
+        let mut child = cmd.stdout(Stdio::piped()).stdin(Stdio::null()).spawn().expect("spawn peer");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                // Children of this binary mark their lines (the test harness
+                // writes on the same stdout); the Python peer writes JSON only.
+                let line = line.split_once(MARK).map_or(line.as_str(), |(_, l)| l).to_string();
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    /// A child in this test binary; `other_host` runs it with a private /dev/shm.
+    fn freight(test: &str, role: &str, other_host: bool, topic: &str, count: usize) -> Peer {
+        let exe = std::env::current_exe().expect("test binary");
+        let mut cmd = if other_host {
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM]).arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        };
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .env(TOPIC, topic)
+            .env(DOMAIN, domain().to_string())
+            .env(COUNT, count.to_string());
+        Peer::start(cmd)
+    }
+
+    /// The Python `cyclonedds` peer.
+    fn python(args: &[&str]) -> Peer {
+        let python = std::env::var("FREIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let mut cmd = Command::new(python);
+        cmd.arg(dir.join("tests/dds_interop/peer.py"))
+            .args(args)
+            .args(["--domain", &domain().to_string()])
+            .env("CYCLONEDDS_URI", format!("file://{}", dir.join("../freight-dds/loopback.xml").display()));
+        Peer::start(cmd)
+    }
+
+    fn expect(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + T;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("peer never printed a line starting with {prefix:?}"),
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        let status = self.child.wait().expect("wait for peer");
+        let lines: Vec<String> = self.lines.try_iter().collect();
+        assert!(status.success(), "peer failed ({status}); its output: {lines:?}");
+        lines
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `$0` with its arguments after giving this mount namespace fresh
+/// tmpfs mounts where iceoryx2 keeps its segments (/dev/shm) and its service
+/// records (/tmp/iceoryx2).
+const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
+    mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+
+/// Whether children can get a private /dev/shm here (root, mount namespaces).
+fn other_host_available() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: no private /dev/shm for a second 'host' (needs root and `unshare --mount`)");
+    }
+    ok
+}
+
+fn env_count() -> usize {
+    std::env::var(COUNT).ok().and_then(|c| c.parse().ok()).unwrap_or(1)
+}
+
+/// Child role `sub`: takes `COUNT` images, then listens one more second for
+/// any extra (a duplicate would show up there), reporting each.
+fn run_sub(topic: &str) {
+    let node = node("net_sub");
+    let sub = node.create_subscription::<Image>(topic, QoS::keep_last(16)).expect("subscription");
+    println!("{MARK}READY");
+    let mut got = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < T {
+        let wait = if got < env_count() { Duration::from_millis(100) } else { Duration::from_secs(1) };
+        match sub.take(wait).expect("take") {
+            Some(img) => {
+                got += 1;
+                println!(
+                    "{MARK}GOT {} {:?} {} {}",
+                    img.header.frame_id,
+                    img.info().transport,
+                    img.data.len(),
+                    sha256(img.data.as_bytes().expect("host bytes"))
+                );
+            }
+            None if got >= env_count() => break,
+            None => {}
+        }
+    }
+    println!("{MARK}DONE {got}");
+}
+
+/// Child role `pub`: waits for a network reader, publishes `COUNT` images.
+fn run_pub(topic: &str) {
+    let node = node("net_pub");
+    let publisher: Publisher<Image> = node.create_publisher(topic, QoS::keep_last(16)).expect("publisher");
+    wait_until("a network reader matched", || publisher.network_subscription_count() > 0);
+    for k in 0..env_count() {
+        publisher.publish_copy(&image(k, 320, 240)).expect("publish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("{MARK}SENT");
+    // Reliable repair of the last samples needs the writer alive a little longer.
+    std::thread::sleep(Duration::from_secs(1));
+}
+
+/// Child role `raw`: a plain DDS writer (not freight) sending hostile CDR, then
+/// one valid image.
+fn run_raw(topic: &str) {
+    let p = Arc::new(Participant::new(domain(), &DdsConfig::loopback()).expect("participant"));
+    let qos = EndpointQos { depth: Some(16), ..EndpointQos::reliable(Duration::from_secs(1)) };
+    let w = p.create_writer(&format!("rt{topic}"), &Image::dds_type_name(), &qos, Box::new(|| {})).expect("writer");
+    wait_until("a reader matched", || !w.matched_readers().expect("matched").is_empty());
+    // A header claiming a 2 GB frame_id, big-endian encapsulation, a truncated image.
+    let valid = image(7, 16, 8).to_cdr().expect("encode");
+    for bad in [&[0u8, 1, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f][..], &[0, 0, 0, 0, 1, 2, 3, 4], &valid[..40]] {
+        w.write_cdr(bad).expect("write");
+    }
+    w.write_cdr(&valid).expect("write");
+    println!("{MARK}SENT");
+    std::thread::sleep(Duration::from_secs(1));
+}
+
+/// Runs the child role if this process is a child; true if it was.
+fn child(topic_suffix: &str) -> bool {
+    let Ok(role) = std::env::var(ROLE) else { return false };
+    let topic = std::env::var(TOPIC).unwrap_or_else(|_| topic_suffix.into());
+    match role.as_str() {
+        "sub" => run_sub(&topic),
+        "pub" => run_pub(&topic),
+        "raw" => run_raw(&topic),
+        other => panic!("unknown role {other}"),
+    }
+    true
+}
+
+fn topic(name: &str) -> String {
+    format!("/net_{}_{name}", std::process::id())
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+/// One publisher, a subscriber on this host and one on another: the local one
+/// gets every frame once through shared memory, the remote one gets every frame
+/// as CDR, bytes equal; the publisher counts only the remote one as a network
+/// reader (so with local subscribers alone nothing is serialized).
+#[test]
+fn local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate() {
+    const NAME: &str = "local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate";
+    if child(NAME) || !other_host_available() {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("split");
+    let n = 10;
+    let node = node("net_pub_main");
+    let publisher: Publisher<Image> = node.create_publisher(&topic, QoS::keep_last(16)).expect("publisher");
+
+    let local = Peer::freight(NAME, "sub", false, &topic, n);
+    local.expect("READY");
+    wait_until("the local subscriber is seen", || publisher.subscription_count() == 1);
+    // Its DDS reader is matched too, and must not count: it is served locally.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(publisher.network_subscription_count(), 0, "a same-host freight reader counted as a network reader");
+
+    let remote = Peer::freight(NAME, "sub", true, &topic, n);
+    remote.expect("READY");
+    wait_until("the remote subscriber matched", || publisher.network_subscription_count() == 1);
+    assert_eq!(publisher.subscription_count(), 1, "the remote subscriber must not be in this host's shared memory");
+
+    let mut want = Vec::new();
+    for k in 0..n {
+        let img = image(k, 512, 256);
+        want.push(format!("frame{k}"));
+        if k % 2 == 0 {
+            // A loan: serialized from the frame it was written into.
+            let mut loan =
+                publisher.loan(img.data.len()).expect("loan").write_from_slice(img.data.as_bytes().unwrap()).unwrap();
+            loan.header = img.header.clone();
+            (loan.width, loan.height, loan.step, loan.encoding) =
+                (img.width, img.height, img.step, img.encoding.clone());
+            publisher.publish(loan).expect("publish loan");
+        } else {
+            publisher.publish_copy(&img).expect("publish copy");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (peer, transport) in [(local, "Shm"), (remote, "Network")] {
+        let lines = peer.finish();
+        let got: Vec<&String> = lines.iter().filter(|l| l.starts_with("GOT ")).collect();
+        assert_eq!(got.len(), n, "{transport} subscriber got {} frames (duplicates or losses): {lines:?}", got.len());
+        for (k, line) in got.iter().enumerate() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let img = image(k, 512, 256);
+            assert_eq!(f[1], want[k]);
+            assert_eq!(f[2], transport, "{line}");
+            assert_eq!(f[4], sha256(img.data.as_bytes().unwrap()), "frame {k} bytes differ via {transport}");
+        }
+    }
+}
+
+/// A publisher on another host reaches a subscription here over DDS.
+#[test]
+fn a_remote_publisher_reaches_a_local_subscription() {
+    const NAME: &str = "a_remote_publisher_reaches_a_local_subscription";
+    if child(NAME) || !other_host_available() {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("remote_pub");
+    let node = node("net_sub_main");
+    let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(16)).expect("subscription");
+    let remote = Peer::freight(NAME, "pub", true, &topic, 5);
+    for k in 0..5 {
+        let img = sub.take(T).expect("take").expect("an image in time");
+        assert_eq!(img.info().transport, Transport::Network);
+        assert_eq!(*img, image(k, 320, 240), "frame {k}");
+    }
+    assert_eq!(sub.network_publisher_count(), 1);
+    assert_eq!(sub.publisher_count(), 0, "the remote publisher must not be in this host's shared memory");
+    remote.finish();
+}
+
+/// Malformed CDR from the network is a typed error per sample; the valid
+/// sample after it arrives.
+#[test]
+fn hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive() {
+    const NAME: &str = "hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive";
+    if child(NAME) {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("hostile");
+    let node = node("net_hostile");
+    let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(16)).expect("subscription");
+    let raw = Peer::freight(NAME, "raw", false, &topic, 0);
+    let mut errors = 0;
+    let deadline = Instant::now() + T;
+    let img = loop {
+        assert!(Instant::now() < deadline, "the valid image never came");
+        match sub.take(Duration::from_millis(200)) {
+            Ok(Some(img)) => break img,
+            Ok(None) => {}
+            Err(TakeError::MalformedCdr(_)) => errors += 1,
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    };
+    assert_eq!(errors, 3, "each hostile sample is one typed error");
+    assert_eq!(*img, image(7, 16, 8));
+    raw.finish();
+}
+
+fn python_interop_enabled() -> bool {
+    if std::env::var_os("FREIGHT_SKIP_PYTHON_INTEROP").is_some() {
+        eprintln!("SKIPPED: FREIGHT_SKIP_PYTHON_INTEROP is set");
+        return false;
+    }
+    true
+}
+
+fn json_field<'a>(line: &'a str, key: &str) -> &'a str {
+    let at = line.find(&format!("\"{key}\": ")).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len() + 4;
+    let rest = &line[at..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim_matches('"')
+}
+
+/// freight publishes 1080p BGRA frames; a Python `cyclonedds` subscriber with
+/// its own IDL receives them byte-equal, header included.
+#[test]
+fn python_cyclonedds_subscriber_receives_freight_frames() {
+    if !python_interop_enabled() {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("to_python");
+    let node = node("net_to_python");
+    let publisher: Publisher<Image> = node.create_publisher(&topic, QoS::keep_last(10)).expect("publisher");
+    let py = Peer::python(&["sub", "--topic", &topic, "--count", "3", "--timeout", "30"]);
+    py.expect("{\"ready\"");
+    wait_until("the Python reader matched", || publisher.network_subscription_count() == 1);
+    let frames: Vec<Image> = (0..3).map(|k| image(k, 1920, 1080)).collect();
+    for img in &frames {
+        publisher.publish_copy(img).expect("publish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = py.finish();
+    let got: Vec<&String> = lines.iter().filter(|l| l.contains("\"sha256\"")).collect();
+    assert_eq!(got.len(), 3, "{lines:?}");
+    for (img, line) in frames.iter().zip(got) {
+        assert_eq!(json_field(line, "frame_id"), img.header.frame_id);
+        assert_eq!(json_field(line, "sec"), img.header.stamp.sec.to_string());
+        assert_eq!(json_field(line, "nanosec"), img.header.stamp.nanosec.to_string());
+        assert_eq!(json_field(line, "encoding"), "bgra8");
+        assert_eq!(json_field(line, "width"), "1920");
+        assert_eq!(json_field(line, "sha256"), sha256(img.data.as_bytes().unwrap()));
+    }
+}
+
+/// A Python `cyclonedds` publisher's frames reach a freight subscription
+/// byte-equal.
+#[test]
+fn python_cyclonedds_publisher_reaches_freight() {
+    if !python_interop_enabled() {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("from_python");
+    let node = node("net_from_python");
+    let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(10)).expect("subscription");
+    let py = Peer::python(&["pub", "--topic", &topic, "--count", "3", "--width", "640", "--height", "480"]);
+    for k in 0..3 {
+        let img = sub.take(T).expect("take").expect("a frame from Python in time");
+        assert_eq!(img.info().transport, Transport::Network);
+        assert_eq!(*img, image(k, 640, 480), "frame {k}");
+    }
+    assert_eq!(sub.network_publisher_count(), 1);
+    py.finish();
+}
