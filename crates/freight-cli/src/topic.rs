@@ -1,5 +1,6 @@
-//! `freight topic`: `list`, `info`, `echo`, `hz`, `bw`, as `ros2 topic` does,
-//! for the topics of this host's shared-memory plane.
+//! `freight topic`: `list`, `info`, `echo`, `hz`, `bw`, as `ros2 topic` does:
+//! this host's shared-memory plane and, over DDS, every other ROS 2 endpoint
+//! of the domain (freight on other hosts, stock ROS 2 nodes).
 
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,10 @@ pub struct DomainArg {
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     domain: Option<u32>,
+    /// Seconds to listen to DDS discovery before answering (endpoints on other
+    /// hosts and stock ROS 2 nodes); 0 shows this host's freight endpoints only.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    spin_time: f64,
 }
 
 /// Options of the commands that subscribe.
@@ -117,14 +122,18 @@ fn inspector(domain: &DomainArg) -> Result<Node, String> {
         None => Context::new(),
     }
     .map_err(|e| e.to_string())?;
-    ctx.create_node(&format!("freight_topic_{}", std::process::id())).map_err(|e| e.to_string())
+    let node = ctx.create_node(&format!("freight_topic_{}", std::process::id())).map_err(|e| e.to_string())?;
+    if domain.spin_time > 0.0 {
+        node.wait_for_discovery(Duration::from_secs_f64(domain.spin_time)).map_err(|e| e.to_string())?;
+    }
+    Ok(node)
 }
 
 fn graph_of(node: &Node, topic: &str) -> Result<TopicGraph, String> {
     let topic = node.resolve_topic_name(topic).map_err(|e| e.to_string())?;
     node.topic_graph(&topic)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("topic {topic} does not exist on this host; see `freight topic list`"))
+        .ok_or_else(|| format!("topic {topic} does not exist in this domain; see `freight topic list`"))
 }
 
 fn print_info(g: &TopicGraph, verbose: bool) {
@@ -153,6 +162,11 @@ fn print_endpoint(i: usize, e: &Endpoint) {
     println!("[{i}] Node name: {}", e.node);
     println!("    Endpoint type: {kind}");
     println!("    Host: {}  Process id: {}", e.host, e.pid);
+    match (e.over_network, e.freight) {
+        (false, _) => println!("    Reached by: this host's shared memory"),
+        (true, true) => println!("    Reached by: DDS (freight on another host)"),
+        (true, false) => println!("    Reached by: DDS (a stock DDS / ROS 2 endpoint)"),
+    }
     println!("    QoS: {:?}, {:?}", e.reliability, e.durability);
     if let Some(b) = e.backend {
         println!("    Buffers live in: {b}");

@@ -79,3 +79,69 @@ fn topic_commands_show_the_graph_and_the_traffic() {
     let (ok, _, err) = freight(&["topic", "info", "/no/such/topic", "--domain", domain]);
     assert!(!ok && err.contains("does not exist"), "{err}");
 }
+
+/// Runs `freight` as if on another host: a mount namespace with private
+/// /dev/shm and /tmp/iceoryx2, so only DDS reaches this process. `None` where
+/// that needs privileges this test does not have.
+fn freight_on_another_host(args: &[&str]) -> Option<(bool, String, String)> {
+    const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
+        mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+    let probe = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: no private /dev/shm for a second 'host' (needs root and `unshare --mount`)");
+        return None;
+    }
+    let loopback = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-dds/loopback.xml");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, env!("CARGO_BIN_EXE_freight")])
+        .args(args)
+        .env("CYCLONEDDS_URI", format!("file://{loopback}"))
+        .output()
+        .expect("run freight");
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    ))
+}
+
+#[test]
+fn topic_commands_see_publishers_on_other_hosts_through_dds() {
+    let domain = 78;
+    let ctx = Context::builder().domain_id(domain).dds_config(freight::DdsConfig::loopback()).create().unwrap();
+    let node = ctx.create_node_with_namespace("lidar", "/robot").unwrap();
+    let topic = format!("/cli_remote_{}/image", std::process::id());
+    let publisher = node.create_publisher::<Image>(&topic, 5).unwrap();
+    let d = domain.to_string();
+    let Some((ok, out, err)) = freight_on_another_host(&["topic", "info", &topic, "-v", "--domain", &d]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    assert!(out.contains("Type: sensor_msgs/msg/Image") && out.contains("Publisher count: 1"), "{out}");
+    assert!(out.contains("Node name: /robot/lidar"), "{out}");
+    assert!(out.contains(&format!("Process id: {}", std::process::id())), "{out}");
+    assert!(out.contains("Reached by: DDS (freight on another host)"), "{out}");
+
+    let running = Arc::new(AtomicBool::new(true));
+    let publishing = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                let mut img = publisher.loan(32 * 16 * 4).unwrap().write_from_fn(|i| i as u8);
+                img.width = 32;
+                img.encoding = "bgra8".into();
+                let _ = publisher.publish(img);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let echo = freight_on_another_host(&["topic", "echo", &topic, "--once", "--duration", "10", "--domain", &d]);
+    running.store(false, Ordering::Relaxed);
+    publishing.join().unwrap();
+    let (ok, out, err) = echo.expect("probed above");
+    assert!(ok, "{err}");
+    assert!(out.contains("via Network") && out.contains("width: 32"), "{out}");
+}

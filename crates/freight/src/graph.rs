@@ -1,11 +1,17 @@
 //! The ROS graph as this host sees it: topics, their types, their endpoints,
 //! and which memory each publisher/subscription pair exchanges buffers in.
 //!
-//! Everything is read from iceoryx2's own records: a topic is a service, its
-//! type an attribute, an endpoint a port whose name carries its advertisement
-//! ([`crate::endpoint`]), a node an iceoryx2 node. Nothing else is registered.
+//! This host's endpoints are read from iceoryx2's own records: a topic is a
+//! service, its type an attribute, an endpoint a port whose name carries its
+//! advertisement ([`crate::endpoint`]), a node an iceoryx2 node. Endpoints
+//! elsewhere (another host, a stock ROS 2 node) come from DDS discovery; freight
+//! ones among them describe themselves in their USER_DATA
+//! ([`crate::network::PeerTag`]). Nothing else is registered.
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+use freight_dds::Discovered;
 
 use freight_msg::{BackendKind, BackendSet};
 use iceoryx2::node::NodeView;
@@ -15,6 +21,7 @@ use iceoryx2::service::static_config::messaging_pattern::MessagingPattern as Sta
 use crate::context::Node;
 use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
 use crate::negotiation::negotiate;
+use crate::network::PeerTag;
 use crate::qos::{Durability, Reliability};
 use crate::sample::Transport;
 use crate::topic::Ipc;
@@ -26,6 +33,9 @@ pub enum GraphError {
     /// The shared-memory records could not be read.
     #[error("reading the graph from shared memory: {0}; check that /dev/shm is readable")]
     SharedMemory(String),
+    /// DDS discovery could not be read.
+    #[error("reading DDS discovery: {0}")]
+    Network(freight_dds::DdsError),
 }
 
 /// A topic and its message type.
@@ -67,6 +77,11 @@ pub struct Endpoint {
     pub accepts: Option<BackendSet>,
     /// Subscriptions: how they wait.
     pub wait: Option<WaitMode>,
+    /// Reached over DDS: on another host, or not a freight endpoint.
+    pub over_network: bool,
+    /// A freight endpoint (else a stock DDS / ROS 2 one, whose node name and
+    /// backends are unknown: `?` and `None`).
+    pub freight: bool,
 }
 
 /// How one publisher and one subscription exchange buffers.
@@ -118,8 +133,32 @@ impl Node {
             CallbackProgression::Continue
         })
         .map_err(|e| GraphError::SharedMemory(format!("{e:?}")))?;
+        if let Some(d) = self.discovered()? {
+            for e in network_endpoints(&d) {
+                if let Some(name) = e.topic_name.strip_prefix("rt/") {
+                    topics.push(TopicInfo { name: format!("/{name}"), type_name: ros_type_name(&e.type_name) });
+                }
+            }
+        }
         topics.sort();
+        topics.dedup();
         Ok(topics)
+    }
+
+    /// Joins the DDS domain, if this context has not yet, and gives discovery
+    /// `time` to hear from the domain's participants: the graph functions
+    /// report what discovery knows at the moment they are called (`ros2 topic`
+    /// waits for the same reason, its `--spin-time`).
+    pub fn wait_for_discovery(&self, time: Duration) -> Result<(), GraphError> {
+        self.discovered()?;
+        std::thread::sleep(time);
+        Ok(())
+    }
+
+    /// DDS discovery now; `None` in a local-only context.
+    fn discovered(&self) -> Result<Option<Discovered>, GraphError> {
+        let participant = self.inner.ctx.inner.participant().map_err(GraphError::Network)?;
+        participant.map(|p| p.discovered().map_err(GraphError::Network)).transpose()
     }
 
     /// The endpoints of `topic` on this host and how each pair exchanges
@@ -128,12 +167,29 @@ impl Node {
         let Some(info) = self.topic_names_and_types()?.into_iter().find(|t| t.name == topic) else {
             return Ok(None);
         };
+        let mut endpoints = self.local_endpoints(topic)?;
+        if let Some(d) = self.discovered()? {
+            endpoints.extend(remote_endpoints(&d, topic));
+        }
+        if endpoints.is_empty() {
+            // It went away after listing.
+            return Ok(None);
+        }
+        // Publishers first, as `pairings` expects.
+        endpoints.sort_by_key(|e| e.kind != EndpointKind::Publisher);
+        let publishers = endpoints.iter().filter(|e| e.kind == EndpointKind::Publisher).count();
+        let pairings = pairings(&endpoints, publishers);
+        Ok(Some(TopicGraph { topic: info, endpoints, pairings }))
+    }
+
+    /// The endpoints of `topic` in this host's shared memory.
+    fn local_endpoints(&self, topic: &str) -> Result<Vec<Endpoint>, GraphError> {
         let name = ServiceName::new(&format!("freight/{}{topic}", self.inner.ctx.inner.domain_id))
             .map_err(|e| GraphError::SharedMemory(format!("{e:?}")))?;
         let service = match self.inner.iox.service_builder(&name).publish_subscribe::<[u8]>().open() {
             Ok(s) => s,
-            // It went away between listing and opening.
-            Err(_) => return Ok(None),
+            // Not on this host (or gone since listing).
+            Err(_) => return Ok(Vec::new()),
         };
         let nodes = node_names(self.inner.iox.config());
         let host = host_name();
@@ -151,11 +207,12 @@ impl Node {
                     backend: Some(ad.backend),
                     accepts: None,
                     wait: None,
+                    over_network: false,
+                    freight: true,
                 });
             }
             CallbackProgression::Continue
         });
-        let publishers = endpoints.len();
         service.dynamic_config().list_subscribers(|s| {
             if let Some(ad) = SubscriberAd::decode(s.subscriber_name.as_str()) {
                 endpoints.push(Endpoint {
@@ -168,13 +225,52 @@ impl Node {
                     backend: None,
                     accepts: Some(ad.accepts),
                     wait: Some(ad.wait),
+                    over_network: false,
+                    freight: true,
                 });
             }
             CallbackProgression::Continue
         });
-        let pairings = pairings(&endpoints, publishers);
-        Ok(Some(TopicGraph { topic: info, endpoints, pairings }))
+        Ok(endpoints)
     }
+}
+
+/// DDS endpoints this host does not serve through shared memory.
+fn network_endpoints(d: &Discovered) -> impl Iterator<Item = &freight_dds::DiscoveredEndpoint> {
+    d.endpoints.iter().filter(|e| !PeerTag::decode(&e.user_data).is_some_and(|t| t.is_local()))
+}
+
+/// `sensor_msgs::msg::dds_::Image_` is `sensor_msgs/msg/Image`; other names stay.
+fn ros_type_name(dds: &str) -> String {
+    match dds.split_once("::dds_::") {
+        Some((pkg, name)) => format!("{}/{}", pkg.replace("::", "/"), name.strip_suffix('_').unwrap_or(name)),
+        None => dds.to_string(),
+    }
+}
+
+/// The DDS endpoints of `topic` reached over the network.
+fn remote_endpoints(d: &Discovered, topic: &str) -> Vec<Endpoint> {
+    let dds_topic = crate::network::dds_topic_name(topic);
+    network_endpoints(d)
+        .filter(|e| e.topic_name == dds_topic)
+        .map(|e| {
+            let participant = d.participants.iter().find(|p| p.guid == e.participant_guid);
+            let tag = PeerTag::decode(&e.user_data);
+            Endpoint {
+                kind: if e.is_writer { EndpointKind::Publisher } else { EndpointKind::Subscription },
+                node: tag.as_ref().map_or_else(|| "?".into(), |t| t.node.clone()),
+                host: participant.and_then(|p| p.hostname.clone()).unwrap_or_else(|| "?".into()),
+                pid: tag.as_ref().map(|t| t.pid).or(participant.and_then(|p| p.pid)).unwrap_or(0),
+                reliability: if e.reliable { Reliability::Reliable } else { Reliability::BestEffort },
+                durability: if e.transient_local { Durability::TransientLocal } else { Durability::Volatile },
+                backend: tag.as_ref().and_then(|t| t.backend),
+                accepts: tag.as_ref().and_then(|t| t.accepts),
+                wait: None,
+                over_network: true,
+                freight: tag.is_some(),
+            }
+        })
+        .collect()
 }
 
 /// Applies the publisher's route choice and [`negotiate`] to every pair.
@@ -184,7 +280,8 @@ fn pairings(endpoints: &[Endpoint], publishers: usize) -> Vec<Pairing> {
     for (pi, p) in pubs.iter().enumerate() {
         // The publisher sends through shared memory as soon as one subscription
         // is in another process (or the topic is transient local).
-        let shm_route = p.durability == Durability::TransientLocal || subs.iter().any(|s| s.pid != p.pid);
+        let shm_route =
+            p.durability == Durability::TransientLocal || subs.iter().any(|s| !s.over_network && s.pid != p.pid);
         let (transport, host) =
             if shm_route { (Transport::Shm, BackendKind::Shm) } else { (Transport::Intra, BackendKind::Cpu) };
         // `cpu` / `shm` publishers put buffers in the frame, wherever it goes.
@@ -194,12 +291,13 @@ fn pairings(endpoints: &[Endpoint], publishers: usize) -> Vec<Pairing> {
         };
         for (si, s) in subs.iter().enumerate() {
             let accepts = s.accepts.unwrap_or(BackendSet::CPU_ONLY);
-            out.push(Pairing {
-                publisher: pi,
-                subscription: publishers + si,
-                transport,
-                backend: negotiate(offered, host, accepts),
-            });
+            let (transport, backend) = if p.over_network || s.over_network {
+                // CDR over DDS, received into the subscriber's own memory.
+                (Transport::Network, BackendKind::Cpu)
+            } else {
+                (transport, negotiate(offered, host, accepts))
+            };
+            out.push(Pairing { publisher: pi, subscription: publishers + si, transport, backend });
         }
     }
     out
@@ -244,6 +342,8 @@ mod tests {
             backend: Some(backend),
             accepts: None,
             wait: None,
+            over_network: false,
+            freight: true,
         }
     }
 
@@ -255,6 +355,13 @@ mod tests {
             wait: Some(WaitMode::Block),
             ..publisher(pid, BackendKind::Cpu)
         }
+    }
+
+    #[test]
+    fn dds_type_names_read_as_ros_type_names() {
+        assert_eq!(ros_type_name("sensor_msgs::msg::dds_::Image_"), "sensor_msgs/msg/Image");
+        assert_eq!(ros_type_name("my_pkg::msg::dds_::A_b_"), "my_pkg/msg/A_b");
+        assert_eq!(ros_type_name("PlainDdsType"), "PlainDdsType");
     }
 
     #[test]
@@ -274,6 +381,11 @@ mod tests {
                 (Transport::Shm, BackendKind::Shm)
             ]
         );
+        let remote = Endpoint { over_network: true, ..subscription(9, &[BackendKind::Shm]) };
+        let mixed = vec![publisher(1, BackendKind::Shm), subscription(1, &[BackendKind::Shm]), remote];
+        let got: Vec<(Transport, BackendKind)> = pairings(&mixed, 1).iter().map(|p| (p.transport, p.backend)).collect();
+        // The network subscriber gets CDR and does not pull the local pair onto shared memory.
+        assert_eq!(got, vec![(Transport::Intra, BackendKind::Cpu), (Transport::Network, BackendKind::Cpu)]);
         let local = vec![publisher(1, BackendKind::Shm), subscription(1, &[BackendKind::Shm])];
         assert_eq!(pairings(&local, 1)[0].transport, Transport::Intra);
         assert_eq!(pairings(&local, 1)[0].backend, BackendKind::Cpu);
