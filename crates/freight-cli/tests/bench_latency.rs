@@ -79,3 +79,16 @@ fn unknown_transport_is_a_clear_error() {
     assert!(stderr.contains("shm-loan") && stderr.contains("iceoryx2"), "the valid names are listed: {stderr}");
     assert!(out.stdout.is_empty(), "nothing may be measured");
 }
+
+#[test]
+fn bench_latency_measures_a_dds_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--sizes", "1KiB", "--transports", "dds", "--wait", "block", "--iterations", "50"])
+        .output()
+        .expect("run freight");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "freight failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = stdout.lines().find(|l| l.starts_with("dds ")).unwrap_or_else(|| panic!("no dds row: {stdout}"));
+    assert!(row.contains("block") && row.contains("1 KiB") && row.contains("baseline"), "{row}");
+}

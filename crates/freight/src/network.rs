@@ -158,7 +158,9 @@ impl NetworkWriter {
     /// Matched readers that need this publisher's data over the network. Reads
     /// discovery data only after the set of matched readers changed.
     pub(crate) fn remote_readers(&self) -> usize {
-        if self.changed.swap(false, Ordering::AcqRel) {
+        // A plain load first: this runs on every publish, and a
+        // read-modify-write would cost more than the rest of this function.
+        if self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel) {
             match self.writer.matched_readers() {
                 Ok(readers) => {
                     let n =
@@ -225,7 +227,8 @@ impl NetworkReader {
 
     /// The next sample from a writer the local plane does not serve.
     pub(crate) fn take(&self) -> Result<Option<ReceivedCdr>, DdsError> {
-        if !self.pending.swap(false, Ordering::AcqRel) {
+        // A plain load first: busy-polling subscriptions call this in a loop.
+        if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::AcqRel) {
             return Ok(None);
         }
         while let Some(sample) = self.reader.take()? {

@@ -25,6 +25,9 @@ pub enum TransportKind {
     Iceoryx2,
     /// one in-process memcpy of the payload (the baseline for shm-copy).
     Memcpy,
+    /// stock ROS 2 over Cyclone DDS on loopback: serialize, UDP, deserialize (not measured by
+    /// default: its large rows take long).
+    Dds,
 }
 
 impl TransportKind {
@@ -36,6 +39,7 @@ impl TransportKind {
             TransportKind::ShmCopy => "shm-copy",
             TransportKind::Iceoryx2 => "iceoryx2",
             TransportKind::Memcpy => "memcpy",
+            TransportKind::Dds => "dds",
         }
     }
 }

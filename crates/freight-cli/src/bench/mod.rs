@@ -42,7 +42,8 @@
 //! * **Wait modes.** `spin`: both sides busy-poll (non-blocking receive in a loop with
 //!   `core::hint::spin_loop()`). `block`: the waiting side sleeps in the OS until the sender
 //!   wakes it (for raw iceoryx2: an event service next to each pub/sub service; the sender
-//!   `notify()`s after `send()`).
+//!   `notify()`s after `send()`; for `dds`: a condition variable that the DDS reader's
+//!   data-available listener signals from Cyclone's receive thread).
 //! * **The `memcpy` floor.** One thread copies `size` bytes between two pre-allocated,
 //!   pre-faulted heap buffers; the header is written into the source before the copy and read
 //!   from the destination after it, so the sample is the time of one copy (plus two clock
@@ -50,6 +51,7 @@
 //!   so that the "vs baseline" column has a baseline for each.
 
 mod args;
+mod dds;
 mod freight_impl;
 mod freight_transports;
 mod harness;
@@ -110,10 +112,11 @@ impl BenchError {
     }
 }
 
-/// All transports this build can measure: the two baselines plus whatever freight registers
+/// All transports this build can measure: the three baselines plus whatever freight registers
 /// in [`freight_transports::freight_transports`].
 pub fn registered_transports() -> Vec<Box<dyn Transport>> {
-    let mut all: Vec<Box<dyn Transport>> = vec![Box::new(iceoryx2_raw::RawIceoryx2), Box::new(memcpy::Memcpy)];
+    let mut all: Vec<Box<dyn Transport>> =
+        vec![Box::new(iceoryx2_raw::RawIceoryx2), Box::new(memcpy::Memcpy), Box::new(dds::Dds)];
     all.extend(freight_transports::freight_transports());
     all
 }

@@ -62,6 +62,17 @@ pub fn vs_baseline(row: &RowStats, rows: &[RowStats]) -> VsBaseline {
         .map_or(VsBaseline::Missing, |b| VsBaseline::Ratio(row.p50_us / b.p50_us))
 }
 
+/// How many times faster than stock ROS 2 over DDS (`dds` row, same size and
+/// wait) a row is: the cost freight avoids, as a ratio measured in one run.
+pub fn speedup_over_dds(row: &RowStats, rows: &[RowStats]) -> Option<f64> {
+    if row.transport == "dds" || row.p50_us <= 0.0 {
+        return None;
+    }
+    rows.iter()
+        .find(|d| d.transport == "dds" && d.size_bytes == row.size_bytes && d.wait == row.wait)
+        .map(|d| d.p50_us / row.p50_us)
+}
+
 fn fmt_us(v: f64) -> String {
     if v < 10.0 {
         format!("{v:.2}")
@@ -74,11 +85,15 @@ fn fmt_us(v: f64) -> String {
 
 /// Renders the table: one line per row, columns aligned, numbers right-aligned.
 pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
-    let header = ["transport", "wait", "size", "p50 µs", "p99 µs", "max µs", "msgs/s", "vs baseline"];
-    let body: Vec<[String; 8]> = rows
+    let with_dds = rows.iter().any(|r| r.transport == "dds");
+    let mut header = vec!["transport", "wait", "size", "p50 µs", "p99 µs", "max µs", "msgs/s", "vs baseline"];
+    if with_dds {
+        header.push("faster than dds");
+    }
+    let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            [
+            let mut cells = vec![
                 r.transport.clone(),
                 r.wait.clone(),
                 format_size(r.size_bytes),
@@ -91,7 +106,11 @@ pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
                     VsBaseline::Ratio(x) => format!("{x:.2}x"),
                     VsBaseline::Missing => "-".to_string(),
                 },
-            ]
+            ];
+            if with_dds {
+                cells.push(speedup_over_dds(r, rows).map_or_else(|| "-".to_string(), |x| format!("{x:.1}x")));
+            }
+            cells
         })
         .collect();
     // Width in characters, not bytes: "µ" is two bytes.
@@ -103,15 +122,15 @@ pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
         }
     }
     // Text columns left-aligned, numbers right-aligned.
-    let left = [true, true, false, false, false, false, false, false];
+    let left = |column: usize| column < 2;
     let fmt_line = |cells: &[String]| {
         let parts: Vec<String> = cells
             .iter()
             .zip(&widths)
-            .zip(left)
-            .map(|((c, &w), l)| {
+            .enumerate()
+            .map(|(i, (c, &w))| {
                 let pad = " ".repeat(w - width(c));
-                if l {
+                if left(i) {
                     format!("{c}{pad}")
                 } else {
                     format!("{pad}{c}")
@@ -221,5 +240,18 @@ mod tests {
         assert!(lines[4].contains("baseline"));
         assert!(lines[5].ends_with("1.50x"));
         assert!(lines[5].contains("8 B"));
+    }
+
+    #[test]
+    fn a_run_with_dds_rows_gets_the_speedup_over_dds() {
+        let rows = vec![row("dds", "spin", 8, 30.0), row("shm-loan", "spin", 8, 3.0), row("shm-loan", "block", 8, 3.0)];
+        assert_eq!(speedup_over_dds(&rows[1], &rows), Some(10.0));
+        assert_eq!(speedup_over_dds(&rows[0], &rows), None);
+        assert_eq!(speedup_over_dds(&rows[2], &rows), None, "no dds row with that wait");
+        let table = render_table(&rows, None);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].ends_with("vs baseline | faster than dds"), "{table}");
+        assert!(lines[3].ends_with("10.0x"), "{table}");
+        assert!(!render_table(&rows[1..], None).contains("dds"));
     }
 }
