@@ -125,23 +125,10 @@ fn domain_of(row: &RowConfig) -> u32 {
     }
 }
 
-/// A ROS 2 topic name from the row's channel, with the `rt/` prefix ROS 2 puts on DDS topics:
-/// ROS name tokens may not start with a digit nor contain '-'.
+/// The DDS topic of the row: the ROS topic freight's rows use, with the `rt` prefix ROS 2
+/// puts on DDS topics.
 fn topic_of(row: &RowConfig) -> String {
-    let tokens: Vec<String> = row
-        .channel
-        .split('/')
-        .filter(|t| !t.is_empty())
-        .map(|t| {
-            let t = t.replace(|c: char| !c.is_ascii_alphanumeric(), "_");
-            if t.starts_with(|c: char| c.is_ascii_digit()) {
-                format!("n{t}")
-            } else {
-                t
-            }
-        })
-        .collect();
-    format!("rt/{}", tokens.join("/"))
+    format!("rt{}", super::freight_impl::topic_of(row))
 }
 
 /// Wakes a thread blocked in [`Wake::wait`] from a Cyclone listener.

@@ -103,7 +103,7 @@ fn subscribe<M: freight::Message>(node: &Node, topic: &str, wait: WaitMode) -> R
 
 /// A ROS topic name from the row's channel (`freight-bench/<run>/<row>`):
 /// tokens may not start with a digit nor contain '-'.
-fn topic_of(row: &RowConfig) -> String {
+pub(super) fn topic_of(row: &RowConfig) -> String {
     let tokens: Vec<String> = row
         .channel
         .split('/')
