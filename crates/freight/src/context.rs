@@ -10,6 +10,7 @@ use crate::error::{ContextError, CreateError};
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::QoS;
+use crate::ros_discovery::RosDiscovery;
 use crate::subscription::{Subscription, SubscriptionOptions};
 use crate::topic::Ipc;
 
@@ -61,6 +62,8 @@ pub(crate) struct ContextInner {
     network: Option<DdsConfig>,
     /// The DDS participant, joined when the first endpoint needs it.
     participant: OnceLock<Result<Arc<Participant>, DdsError>>,
+    /// Node names of stock ROS 2 endpoints, read when the graph is first asked for.
+    ros_discovery: OnceLock<Option<RosDiscovery>>,
 }
 
 impl ContextInner {
@@ -87,6 +90,13 @@ impl ContextInner {
     pub(crate) fn participant(&self) -> Result<Option<Arc<Participant>>, DdsError> {
         let Some(config) = &self.network else { return Ok(None) };
         self.participant.get_or_init(|| Participant::new(self.domain_id, config).map(Arc::new)).clone().map(Some)
+    }
+
+    /// The `ros_discovery_info` reader, started on first use; `None` when
+    /// local only or when it could not be created (node names then show `?`).
+    pub(crate) fn ros_discovery(&self) -> Option<&RosDiscovery> {
+        let participant = self.participant().ok().flatten()?;
+        self.ros_discovery.get_or_init(|| RosDiscovery::new(&participant).ok()).as_ref()
     }
 
     /// Backends a subscription accepts unless told otherwise: every one this
@@ -180,6 +190,7 @@ impl ContextBuilder {
                 fake_device: OnceLock::new(),
                 network: self.network,
                 participant: OnceLock::new(),
+                ros_discovery: OnceLock::new(),
             }),
         })
     }

@@ -157,7 +157,10 @@ impl Node {
 
     /// DDS discovery now; `None` in a local-only context.
     fn discovered(&self) -> Result<Option<Discovered>, GraphError> {
-        let participant = self.inner.ctx.inner.participant().map_err(GraphError::Network)?;
+        let ctx = &self.inner.ctx.inner;
+        let participant = ctx.participant().map_err(GraphError::Network)?;
+        // Start listening for ROS 2 node names as early as possible.
+        ctx.ros_discovery();
         participant.map(|p| p.discovered().map_err(GraphError::Network)).transpose()
     }
 
@@ -169,7 +172,8 @@ impl Node {
         };
         let mut endpoints = self.local_endpoints(topic)?;
         if let Some(d) = self.discovered()? {
-            endpoints.extend(remote_endpoints(&d, topic));
+            let ros = self.inner.ctx.inner.ros_discovery();
+            endpoints.extend(remote_endpoints(&d, topic, |guid| ros.and_then(|r| r.node_of(guid))));
         }
         if endpoints.is_empty() {
             // It went away after listing.
@@ -248,8 +252,9 @@ fn ros_type_name(dds: &str) -> String {
     }
 }
 
-/// The DDS endpoints of `topic` reached over the network.
-fn remote_endpoints(d: &Discovered, topic: &str) -> Vec<Endpoint> {
+/// The DDS endpoints of `topic` reached over the network; `ros_node` names
+/// the node of a stock ROS 2 endpoint by its GUID.
+fn remote_endpoints(d: &Discovered, topic: &str, ros_node: impl Fn(&[u8; 16]) -> Option<String>) -> Vec<Endpoint> {
     let dds_topic = crate::network::dds_topic_name(topic);
     network_endpoints(d)
         .filter(|e| e.topic_name == dds_topic)
@@ -258,7 +263,10 @@ fn remote_endpoints(d: &Discovered, topic: &str) -> Vec<Endpoint> {
             let tag = PeerTag::decode(&e.user_data);
             Endpoint {
                 kind: if e.is_writer { EndpointKind::Publisher } else { EndpointKind::Subscription },
-                node: tag.as_ref().map_or_else(|| "?".into(), |t| t.node.clone()),
+                node: match &tag {
+                    Some(t) => t.node.clone(),
+                    None => ros_node(&e.guid).unwrap_or_else(|| "?".into()),
+                },
                 host: participant.and_then(|p| p.hostname.clone()).unwrap_or_else(|| "?".into()),
                 pid: tag.as_ref().map(|t| t.pid).or(participant.and_then(|p| p.pid)).unwrap_or(0),
                 reliability: if e.reliable { Reliability::Reliable } else { Reliability::BestEffort },

@@ -48,6 +48,7 @@ mod negotiation;
 pub mod network;
 mod publisher;
 pub mod qos;
+mod ros_discovery;
 mod sample;
 mod subscription;
 mod topic;
