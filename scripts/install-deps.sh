@@ -8,8 +8,9 @@ MIN_RUST="1.89"   # iceoryx2 0.10's minimum
 need_pkgs=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # cmake and libclang-dev: the cyclors crate builds Cyclone DDS from source and
-# generates its Rust bindings with bindgen.
-for pkg in build-essential pkg-config cmake libclang-dev fonts-dejavu-core; do
+# generates its Rust bindings with bindgen. libfastrtps-dev: Fast DDS 2.9, for
+# the second independent ROS 2 DDS peer (crates/freight/tests/fastdds_interop).
+for pkg in build-essential pkg-config cmake libclang-dev fonts-dejavu-core libfastrtps-dev; do
     have_pkg "$pkg" || need_pkgs+=("$pkg")
 done
 

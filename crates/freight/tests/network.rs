@@ -4,9 +4,11 @@
 //!   `/dev/shm` (a mount namespace with its own tmpfs) shares no shared memory
 //!   with the test, exactly as a second machine; it needs root (`unshare`), and
 //!   the tests that use it say so and skip without it.
-//! * freight ↔ a stock DDS peer: `tests/dds_interop/peer.py`, written on the
-//!   Python `cyclonedds` package with its own IDL declaration of
-//!   `sensor_msgs/Image` (skipped with `FREIGHT_SKIP_PYTHON_INTEROP=1`).
+//! * freight ↔ stock DDS peers freight did not write, with their own
+//!   declarations of `sensor_msgs/Image`: `tests/dds_interop/peer.py` on the
+//!   Python `cyclonedds` package (skipped with `FREIGHT_SKIP_PYTHON_INTEROP=1`)
+//!   and `tests/fastdds_interop/peer.cpp` on Fast DDS 2.9, ROS 2's default DDS
+//!   (built here with g++; skipped with `FREIGHT_SKIP_FASTDDS_INTEROP=1`).
 //! * hostile CDR from a raw DDS writer.
 //!
 //! Children are this test binary re-run on the test's own name with
@@ -18,7 +20,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use freight::msgs::sensor_msgs::Image;
@@ -135,6 +137,13 @@ impl Peer {
             .args(args)
             .args(["--domain", &domain().to_string()])
             .env("CYCLONEDDS_URI", format!("file://{}", dir.join("../freight-dds/loopback.xml").display()));
+        Peer::start(cmd)
+    }
+
+    /// The Fast DDS 2.9 peer, built on first use (about 3 s).
+    fn fastdds(args: &[&str]) -> Peer {
+        let mut cmd = Command::new(fastdds_peer());
+        cmd.args(args).args(["--domain", &domain().to_string()]);
         Peer::start(cmd)
     }
 
@@ -378,6 +387,40 @@ fn hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive() {
     raw.finish();
 }
 
+/// Compiles `tests/fastdds_interop/peer.cpp` against Debian's Fast DDS 2.9.
+fn fastdds_peer() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fastdds_interop/peer.cpp");
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fastdds_peer");
+            let built = Command::new("g++")
+                .args(["-std=c++17", "-O2"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&out)
+                .args(["-lfastrtps", "-lfastcdr"])
+                .output()
+                .expect("run g++");
+            assert!(
+                built.status.success(),
+                "building the Fast DDS peer failed (install libfastrtps-dev: `make deps`; or set \
+                 FREIGHT_SKIP_FASTDDS_INTEROP=1):\n{}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            out
+        })
+        .clone()
+}
+
+fn fastdds_interop_enabled() -> bool {
+    if std::env::var_os("FREIGHT_SKIP_FASTDDS_INTEROP").is_some() {
+        eprintln!("SKIPPED: FREIGHT_SKIP_FASTDDS_INTEROP is set");
+        return false;
+    }
+    true
+}
+
 fn python_interop_enabled() -> bool {
     if std::env::var_os("FREIGHT_SKIP_PYTHON_INTEROP").is_some() {
         eprintln!("SKIPPED: FREIGHT_SKIP_PYTHON_INTEROP is set");
@@ -393,26 +436,22 @@ fn json_field<'a>(line: &'a str, key: &str) -> &'a str {
     rest[..end].trim_matches('"')
 }
 
-/// freight publishes 1080p BGRA frames; a Python `cyclonedds` subscriber with
-/// its own IDL receives them byte-equal, header included.
-#[test]
-fn python_cyclonedds_subscriber_receives_freight_frames() {
-    if !python_interop_enabled() {
-        return;
-    }
+/// freight publishes 1080p BGRA frames; a stock subscriber started by `peer`
+/// receives them byte-equal, header included.
+fn stock_subscriber_receives_freight_frames(name: &str, peer: fn(&[&str]) -> Peer) {
     let _serial = serial();
-    let topic = topic("to_python");
-    let node = node("net_to_python");
+    let topic = topic(name);
+    let node = node(name);
     let publisher: Publisher<Image> = node.create_publisher(&topic, QoS::keep_last(10)).expect("publisher");
-    let py = Peer::python(&["sub", "--topic", &topic, "--count", "3", "--timeout", "30"]);
-    py.expect("{\"ready\"");
-    wait_until("the Python reader matched", || publisher.network_subscription_count() == 1);
+    let stock = peer(&["sub", "--topic", &topic, "--count", "3", "--timeout", "30"]);
+    stock.expect("{\"ready\"");
+    wait_until("the stock reader matched", || publisher.network_subscription_count() == 1);
     let frames: Vec<Image> = (0..3).map(|k| image(k, 1920, 1080)).collect();
     for img in &frames {
         publisher.publish_copy(img).expect("publish");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let lines = py.finish();
+    let lines = stock.finish();
     let got: Vec<&String> = lines.iter().filter(|l| l.contains("\"sha256\"")).collect();
     assert_eq!(got.len(), 3, "{lines:?}");
     for (img, line) in frames.iter().zip(got) {
@@ -425,23 +464,47 @@ fn python_cyclonedds_subscriber_receives_freight_frames() {
     }
 }
 
-/// A Python `cyclonedds` publisher's frames reach a freight subscription
+/// A stock publisher started by `peer` reaches a freight subscription, frames
 /// byte-equal.
-#[test]
-fn python_cyclonedds_publisher_reaches_freight() {
-    if !python_interop_enabled() {
-        return;
-    }
+fn stock_publisher_reaches_freight(name: &str, peer: fn(&[&str]) -> Peer) {
     let _serial = serial();
-    let topic = topic("from_python");
-    let node = node("net_from_python");
+    let topic = topic(name);
+    let node = node(name);
     let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(10)).expect("subscription");
-    let py = Peer::python(&["pub", "--topic", &topic, "--count", "3", "--width", "640", "--height", "480"]);
+    let stock = peer(&["pub", "--topic", &topic, "--count", "3", "--width", "640", "--height", "480"]);
     for k in 0..3 {
-        let img = sub.take(T).expect("take").expect("a frame from Python in time");
+        let img = sub.take(T).expect("take").expect("a frame from the stock peer in time");
         assert_eq!(img.info().transport, Transport::Network);
         assert_eq!(*img, image(k, 640, 480), "frame {k}");
     }
     assert_eq!(sub.network_publisher_count(), 1);
-    py.finish();
+    stock.finish();
+}
+
+#[test]
+fn python_cyclonedds_subscriber_receives_freight_frames() {
+    if python_interop_enabled() {
+        stock_subscriber_receives_freight_frames("to_python", Peer::python);
+    }
+}
+
+#[test]
+fn python_cyclonedds_publisher_reaches_freight() {
+    if python_interop_enabled() {
+        stock_publisher_reaches_freight("from_python", Peer::python);
+    }
+}
+
+#[test]
+fn fastdds_subscriber_receives_freight_frames() {
+    if fastdds_interop_enabled() {
+        stock_subscriber_receives_freight_frames("to_fastdds", Peer::fastdds);
+    }
+}
+
+#[test]
+fn fastdds_publisher_reaches_freight() {
+    if fastdds_interop_enabled() {
+        stock_publisher_reaches_freight("from_fastdds", Peer::fastdds);
+    }
 }
