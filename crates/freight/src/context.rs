@@ -92,6 +92,12 @@ impl ContextInner {
         self.participant.get_or_init(|| Participant::new(self.domain_id, config).map(Arc::new)).clone().map(Some)
     }
 
+    /// The DDS participant for an endpoint on `topic`, with the error an
+    /// endpoint reports.
+    pub(crate) fn participant_for(&self, topic: &str) -> Result<Option<Arc<Participant>>, CreateError> {
+        self.participant().map_err(|source| CreateError::Network { topic: topic.into(), source })
+    }
+
     /// The `ros_discovery_info` reader, started on first use; `None` when
     /// local only or when it could not be created (node names then show `?`).
     pub(crate) fn ros_discovery(&self) -> Option<&RosDiscovery> {

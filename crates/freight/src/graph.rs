@@ -21,7 +21,7 @@ use iceoryx2::service::static_config::messaging_pattern::MessagingPattern as Sta
 use crate::context::Node;
 use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
 use crate::negotiation::negotiate;
-use crate::network::PeerTag;
+use crate::network::{served_locally, PeerTag};
 use crate::qos::{Durability, Reliability};
 use crate::sample::Transport;
 use crate::topic::Ipc;
@@ -241,7 +241,7 @@ impl Node {
 
 /// DDS endpoints this host does not serve through shared memory.
 fn network_endpoints(d: &Discovered) -> impl Iterator<Item = &freight_dds::DiscoveredEndpoint> {
-    d.endpoints.iter().filter(|e| !PeerTag::decode(&e.user_data).is_some_and(|t| t.is_local()))
+    d.endpoints.iter().filter(|e| !served_locally(&e.user_data))
 }
 
 /// `sensor_msgs::msg::dds_::Image_` is `sensor_msgs/msg/Image`; other names stay.

@@ -25,6 +25,7 @@ use freight_msg::{
     BackendKind, BackendSet, Buffer, BufferDecoder, BufferStorage, CdrReader, DecodeError, ElementInfo, RawBuffer,
 };
 
+use crate::context::Node;
 use crate::qos::{Durability, History, QoS, Reliability};
 use crate::topic::lock;
 
@@ -100,11 +101,22 @@ impl PeerTag {
         })
     }
 
+    /// The tag of an endpoint of `node` in this process.
+    pub(crate) fn of_this_process(node: &Node, backend: Option<BackendKind>, accepts: Option<BackendSet>) -> Self {
+        PeerTag { host: host_id(), pid: std::process::id(), node: node.fully_qualified_name(), backend, accepts }
+    }
+
     /// Whether this endpoint shares this host's shared memory (and so is
     /// served by the local plane).
     pub fn is_local(&self) -> bool {
         self.host == host_id()
     }
+}
+
+/// Whether a DDS endpoint with this USER_DATA is freight on this host, and so
+/// served by the local plane rather than over DDS.
+pub(crate) fn served_locally(user_data: &[u8]) -> bool {
+    PeerTag::decode(user_data).is_some_and(|t| t.is_local())
 }
 
 /// The DDS topic of a ROS 2 topic: `/camera/image` is `rt/camera/image`.
@@ -163,8 +175,7 @@ impl NetworkWriter {
         if self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel) {
             match self.writer.matched_readers() {
                 Ok(readers) => {
-                    let n =
-                        readers.iter().filter(|r| !PeerTag::decode(&r.user_data).is_some_and(|t| t.is_local())).count();
+                    let n = readers.iter().filter(|r| !served_locally(&r.user_data)).count();
                     self.remote.store(n, Ordering::Release);
                 }
                 // Try again on the next publish.
@@ -214,10 +225,7 @@ impl NetworkReader {
 
     /// Matched writers that are not freight on this host.
     pub(crate) fn remote_writers(&self) -> usize {
-        self.reader
-            .matched_writers()
-            .map(|ws| ws.iter().filter(|w| !PeerTag::decode(&w.user_data).is_some_and(|t| t.is_local())).count())
-            .unwrap_or(0)
+        self.reader.matched_writers().map(|ws| ws.iter().filter(|w| !served_locally(&w.user_data)).count()).unwrap_or(0)
     }
 
     /// Whether samples may be waiting.
@@ -251,10 +259,7 @@ impl NetworkReader {
             // Writers come and go; forget the old ones rather than grow.
             known.clear();
         }
-        let local = self
-            .reader
-            .matched_writer(handle)
-            .is_some_and(|w| PeerTag::decode(&w.user_data).is_some_and(|t| t.is_local()));
+        let local = self.reader.matched_writer(handle).is_some_and(|w| served_locally(&w.user_data));
         known.insert(handle, local);
         local
     }

@@ -31,7 +31,7 @@ use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
-use crate::network::{host_id, NetworkWriter, PeerTag};
+use crate::network::{NetworkWriter, PeerTag};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
 
@@ -299,20 +299,13 @@ impl<M: Message> Publisher<M> {
             .map_err(|e| shm_err(format!("{e:?}")))?;
         let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
         let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
-        let network = match ctx.participant() {
-            Ok(Some(participant)) => {
-                let tag = PeerTag {
-                    host: host_id(),
-                    pid: std::process::id(),
-                    node: node.fully_qualified_name(),
-                    backend: Some(options.backend),
-                    accepts: None,
-                };
+        let network = match ctx.participant_for(topic)? {
+            Some(participant) => {
+                let tag = PeerTag::of_this_process(node, Some(options.backend), None);
                 let w = NetworkWriter::new(&participant, topic, &M::dds_type_name(), &qos, &tag);
                 Some(w.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
             }
-            Ok(None) => None,
-            Err(source) => return Err(CreateError::Network { topic: topic.into(), source }),
+            None => None,
         };
         Ok(Publisher {
             inner: Arc::new(PublisherInner {

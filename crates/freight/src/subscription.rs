@@ -13,7 +13,7 @@ use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::error::{CreateError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
 use crate::negotiation::negotiate;
-use crate::network::{host_id, NetworkReader, PeerTag, ReceivedBuffers};
+use crate::network::{NetworkReader, PeerTag, ReceivedBuffers};
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::topic::{local_topic, lock, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -152,24 +152,17 @@ impl<M: Message> Subscription<M> {
             .history_request(history)
             .create()
             .map_err(|e| shm_err(format!("{e:?}")))?;
-        let network = match ctx.participant() {
-            Ok(Some(participant)) => {
+        let network = match ctx.participant_for(topic)? {
+            Some(participant) => {
                 // DDS arrivals wake this topic's waiting subscriptions as a local
                 // publisher does.
                 let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
-                let tag = PeerTag {
-                    host: host_id(),
-                    pid: std::process::id(),
-                    node: node.fully_qualified_name(),
-                    backend: None,
-                    accepts: Some(accepts),
-                };
                 let wake = Box::new(move || _ = notifier.notify());
+                let tag = PeerTag::of_this_process(node, None, Some(accepts));
                 let r = NetworkReader::new(&participant, topic, &M::dds_type_name(), &qos, &tag, wake);
                 Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
             }
-            Ok(None) => None,
-            Err(source) => return Err(CreateError::Network { topic: topic.into(), source }),
+            None => None,
         };
         let intra = Arc::new(IntraQueue::new(ad, depth));
         lock(&local.subs).push(Arc::downgrade(&intra));
