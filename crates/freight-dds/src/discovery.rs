@@ -58,6 +58,26 @@ fn c_string(p: *const std::os::raw::c_char) -> String {
     unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
+/// The instance handles `get` reports for `entity` (Cyclone's
+/// `dds_get_matched_subscriptions` / `_publications`), however many there are.
+pub(crate) fn matched_handles(
+    entity: dds::dds_entity_t,
+    call: &'static str,
+    get: unsafe extern "C" fn(dds::dds_entity_t, *mut dds::dds_instance_handle_t, usize) -> dds::dds_return_t,
+) -> Result<Vec<dds::dds_instance_handle_t>, DdsError> {
+    let mut handles = vec![0; 64];
+    loop {
+        // SAFETY: `handles` has room for `handles.len()` entries.
+        let n = check(call, unsafe { get(entity, handles.as_mut_ptr(), handles.len()) })? as usize;
+        if n <= handles.len() {
+            handles.truncate(n);
+            return Ok(handles);
+        }
+        // More matched than room: ask again with room for all of them.
+        handles.resize(n, 0);
+    }
+}
+
 /// Converts an endpoint sample Cyclone allocated and frees it.
 ///
 /// # Safety

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cyclors as dds;
 
-use crate::discovery::{endpoint_from_builtin, DiscoveredEndpoint};
+use crate::discovery::{endpoint_from_builtin, matched_handles, DiscoveredEndpoint};
 use crate::error::{check, DdsError};
 use crate::participant::{entity_guid, Participant};
 use crate::qos::{EndpointQos, Qos};
@@ -132,18 +132,8 @@ impl Writer {
 
     /// The readers matched now, with their discovery data.
     pub fn matched_readers(&self) -> Result<Vec<DiscoveredEndpoint>, DdsError> {
-        let mut handles = vec![0 as dds::dds_instance_handle_t; 64];
-        loop {
-            // SAFETY: `handles` has room for `handles.len()` entries.
-            let n = unsafe { dds::dds_get_matched_subscriptions(self.entity, handles.as_mut_ptr(), handles.len()) };
-            let n = check("dds_get_matched_subscriptions", n)? as usize;
-            if n > handles.len() {
-                handles.resize(n, 0);
-                continue;
-            }
-            handles.truncate(n);
-            break;
-        }
+        let handles =
+            matched_handles(self.entity, "dds_get_matched_subscriptions", dds::dds_get_matched_subscriptions)?;
         Ok(handles
             .into_iter()
             .filter_map(|h| {

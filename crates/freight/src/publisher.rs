@@ -432,7 +432,11 @@ impl<M: Message> Publisher<M> {
         }
         let inner = &self.inner;
         let host = inner.host_backend(route);
-        let views: Vec<Option<(*const u8, usize)>> = buffers.iter().map(|b| b.host_view).collect();
+        // Decided once per publish; without network readers nothing below
+        // allocates or serializes for them.
+        let to_network = inner.network_readers() > 0;
+        let views: Vec<Option<(*const u8, usize)>> =
+            if to_network { buffers.iter().map(|b| b.host_view).collect() } else { Vec::new() };
         let mut entries = Vec::with_capacity(buffers.len());
         for b in buffers {
             // Device blocks are held for each reader, and once more for the
@@ -469,7 +473,7 @@ impl<M: Message> Publisher<M> {
         }
         // Serialized before the frame goes (it holds the bytes), written after
         // local delivery so local subscribers do not wait for the network.
-        let cdr = (inner.network_readers() > 0).then(|| {
+        let cdr = to_network.then(|| {
             // SAFETY: each view is a region of `frame` (or its host copy)
             // written by now, and `frame` is alive until `deliver` below.
             let slices: Vec<Option<&[u8]>> =
