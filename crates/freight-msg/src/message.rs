@@ -271,8 +271,14 @@ pub trait Message: CdrField + Clone + Default + fmt::Debug + PartialEq + Send + 
 
     /// Parses plain CDR with buffers inline; buffers land in `cpu` memory.
     fn from_cdr(bytes: &[u8]) -> Result<Self, DecodeError> {
+        Self::from_cdr_with(bytes, &mut InlineBuffers)
+    }
+
+    /// Parses CDR (encapsulation header first, nothing but padding after the
+    /// message), reading buffer fields through `bufs`.
+    fn from_cdr_with(bytes: &[u8], bufs: &mut dyn BufferDecoder) -> Result<Self, DecodeError> {
         let mut r = CdrReader::new(bytes)?;
-        let v = Self::read(&mut r, &mut InlineBuffers)?;
+        let v = Self::read(&mut r, bufs)?;
         r.finish()?;
         Ok(v)
     }

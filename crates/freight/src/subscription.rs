@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use freight_backend::{BufferStorage, Frame, FrameMemory};
-use freight_msg::{BackendKind, BackendSet, CdrReader, Message, RawBuffer};
+use freight_msg::{BackendKind, BackendSet, Message, RawBuffer};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
@@ -352,10 +352,7 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
         },
         table_error: None,
     };
-    let decoded = CdrReader::new(meta.small).and_then(|mut r| {
-        let msg = M::read(&mut r, &mut decoder)?;
-        r.finish().map(|()| msg)
-    });
+    let decoded = M::from_cdr_with(meta.small, &mut decoder);
     let (unread, table_error) = (decoder.table, decoder.table_error);
     let unread_count = unread.remaining();
     release_unimported(sub, unread);
@@ -393,12 +390,8 @@ fn decode_cdr<M: Message>(sample: freight_dds::ReceivedCdr) -> Result<Sample<M>,
         transport: Transport::Network,
         backend: BackendKind::Cpu,
     };
-    let msg = CdrReader::new(sample.bytes())
-        .and_then(|mut r| {
-            let msg = M::read(&mut r, &mut ReceivedBuffers(sample.clone()))?;
-            r.finish().map(|()| msg)
-        })
-        .map_err(TakeError::MalformedCdr)?;
+    let msg =
+        M::from_cdr_with(sample.bytes(), &mut ReceivedBuffers(sample.clone())).map_err(TakeError::MalformedCdr)?;
     Ok(Sample { msg, info })
 }
 
