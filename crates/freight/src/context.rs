@@ -244,8 +244,12 @@ impl Context {
         let node_name = iceoryx2::prelude::NodeName::new(&fqn)
             .map_err(|e| ContextError::SharedMemory(format!("node name {fqn:?}: {e:?}")))?;
         // Creating an iceoryx2 node also removes what dead nodes left behind.
+        // iceoryx2 would install SIGINT/SIGTERM handlers of its own; signals
+        // belong to the application (Python's KeyboardInterrupt, a Rust
+        // program's default exit), so freight leaves them alone.
         let iox = iceoryx2::prelude::NodeBuilder::new()
             .name(&node_name)
+            .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
             .create::<Ipc>()
             .map_err(|e| ContextError::SharedMemory(format!("{e:?}")))?;
         Ok(Node { inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox }) })

@@ -59,7 +59,7 @@ impl StopHandle {
 /// exec.add_subscription(node.create_subscription::<Image>("image", 5)?, |img| {
 ///     println!("frame {} via {}", img.info().sequence, img.backend());
 /// });
-/// exec.spin()?; // until Ctrl-C or a StopHandle
+/// exec.spin()?; // until a StopHandle stops it
 /// # Ok::<_, Box<dyn std::error::Error>>(())
 /// ```
 pub struct Executor {
@@ -138,7 +138,9 @@ impl Executor {
         }
     }
 
-    /// Runs callbacks until [`StopHandle::stop`] or a termination signal (Ctrl-C).
+    /// Runs callbacks until [`StopHandle::stop`], or until a signal interrupts
+    /// the wait (one the application handles: freight installs no handlers, so
+    /// by default Ctrl-C ends the process as usual).
     /// A stop requested before `spin` starts makes it return at once; the
     /// request is consumed, so the executor can spin again afterwards.
     pub fn spin(&mut self) -> Result<(), WaitError> {

@@ -18,7 +18,7 @@ pub enum WaitOutcome {
     Ready(Vec<usize>),
     /// Nothing came before the timeout.
     Timeout,
-    /// A signal (Ctrl-C, SIGTERM) asked the process to stop.
+    /// A signal handled by the application interrupted the wait.
     Interrupted,
 }
 
@@ -84,7 +84,10 @@ pub(crate) fn wait_any(subs: &[&SubscriptionInner], timeout: Duration) -> Result
         }
         return Ok(WaitOutcome::Timeout);
     }
-    let ws = WaitSetBuilder::new().create::<Ipc>().map_err(|e| WaitError::System(format!("{e:?}")))?;
+    let ws = WaitSetBuilder::new()
+        .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
+        .create::<Ipc>()
+        .map_err(|e| WaitError::System(format!("{e:?}")))?;
     let _guards = subs
         .iter()
         .map(|s| ws.attach_notification(&s.listener))
