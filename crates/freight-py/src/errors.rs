@@ -1,0 +1,142 @@
+//! freight's errors as Python exceptions.
+//!
+//! The exception classes are declared in Python (`freight/errors.py`), where
+//! they can derive from both `freight.FreightError` and the built-in class a
+//! Python user expects to catch (`ValueError`, `TypeError`, `OSError`). This
+//! module maps each Rust error variant to one of them, keeping the Rust
+//! message, which already says what to do.
+
+use freight::{ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyModule;
+
+/// The exception classes of `freight.errors`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Context,
+    InvalidName,
+    TypeMismatch,
+    Limit,
+    TooManyHeld,
+    QueueFull,
+    Loan,
+    Malformed,
+    Backend,
+    SharedMemory,
+    Network,
+}
+
+impl Kind {
+    fn class_name(self) -> &'static str {
+        match self {
+            Kind::Context => "ContextError",
+            Kind::InvalidName => "InvalidNameError",
+            Kind::TypeMismatch => "TypeMismatchError",
+            Kind::Limit => "LimitError",
+            Kind::TooManyHeld => "TooManyHeldError",
+            Kind::QueueFull => "QueueFullError",
+            Kind::Loan => "LoanError",
+            Kind::Malformed => "MalformedMessageError",
+            Kind::Backend => "BackendError",
+            Kind::SharedMemory => "SharedMemoryError",
+            Kind::Network => "NetworkError",
+        }
+    }
+}
+
+/// A `freight.errors` exception of `kind` with `message`.
+pub(crate) fn error(kind: Kind, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| {
+        static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+        let class = MODULE
+            .get_or_try_init(py, || PyModule::import(py, "freight.errors").map(Bound::unbind))
+            .and_then(|m| m.bind(py).getattr(kind.class_name()));
+        match class {
+            Ok(class) => PyErr::from_type(class.cast_into().expect("freight.errors holds exception classes"), message),
+            // Only when the package is broken (the module imports nothing else).
+            Err(e) => PyRuntimeError::new_err(format!("{message} (freight.errors is unavailable: {e})")),
+        }
+    })
+}
+
+pub(crate) fn from_context(e: ContextError) -> PyErr {
+    let kind = match &e {
+        ContextError::Name(_) => Kind::InvalidName,
+        ContextError::SharedMemory(_) => Kind::SharedMemory,
+        _ => Kind::Context,
+    };
+    error(kind, e.to_string())
+}
+
+pub(crate) fn from_create(e: CreateError) -> PyErr {
+    let kind = match &e {
+        CreateError::Name(_) => Kind::InvalidName,
+        CreateError::WrongType { .. } => Kind::TypeMismatch,
+        CreateError::OverLimit { .. } => Kind::Limit,
+        CreateError::BackendUnavailable(_) => Kind::Backend,
+        CreateError::Network { .. } => Kind::Network,
+        _ => Kind::SharedMemory,
+    };
+    error(kind, e.to_string())
+}
+
+pub(crate) fn from_loan(e: LoanError) -> PyErr {
+    let kind = match &e {
+        LoanError::TooLarge { .. } => Kind::Limit,
+        LoanError::Backend(_) => Kind::Backend,
+        LoanError::SharedMemory(_) => Kind::SharedMemory,
+        _ => Kind::Loan,
+    };
+    error(kind, e.to_string())
+}
+
+pub(crate) fn from_publish(e: PublishError) -> PyErr {
+    let kind = match e {
+        PublishError::Loan(e) => return from_loan(e),
+        PublishError::QueueFull { .. } => Kind::QueueFull,
+        PublishError::MetaTooLarge { .. } => Kind::Limit,
+        PublishError::BufferNotFromLoan { .. } => Kind::Loan,
+        PublishError::Export(_) => Kind::Backend,
+        PublishError::Network(_) => Kind::Network,
+        PublishError::SharedMemory(_) => Kind::SharedMemory,
+        _ => Kind::Malformed,
+    };
+    error(kind, e.to_string())
+}
+
+/// A take error, or the pending Python signal (Ctrl-C) that interrupted it.
+pub(crate) fn from_take(py: Python<'_>, e: TakeError) -> PyErr {
+    let kind = match &e {
+        TakeError::Interrupted => {
+            if let Err(signal) = py.check_signals() {
+                return signal;
+            }
+            Kind::Context
+        }
+        TakeError::WrongType { .. } => Kind::TypeMismatch,
+        TakeError::Malformed(_) | TakeError::MalformedCdr(_) => Kind::Malformed,
+        TakeError::Unusable { .. } | TakeError::Import { .. } => Kind::Backend,
+        TakeError::TooManyHeld(_) => {
+            return error(
+                Kind::TooManyHeld,
+                format!(
+                    "{e}: in Python a received message stays held while it or any array of its data is \
+                     referenced; delete them (del msg), or copy what you keep (arr.copy())"
+                ),
+            )
+        }
+        TakeError::Network(_) => Kind::Network,
+        _ => Kind::SharedMemory,
+    };
+    error(kind, e.to_string())
+}
+
+pub(crate) fn from_wait(py: Python<'_>, e: WaitError) -> PyErr {
+    match e {
+        WaitError::Take(e) => from_take(py, e),
+        other => error(Kind::SharedMemory, other.to_string()),
+    }
+}

@@ -1,0 +1,265 @@
+//! How each kind of message field lives in a Python message object, and how it
+//! converts to and from the field of the Rust message.
+//!
+//! Nested messages are stored as Python objects, so `msg.header.stamp.sec = 1`
+//! changes `msg` as it does in rclpy. Buffer fields are stored as numpy arrays:
+//! on receipt a read-only view of the memory the buffer arrived in; on publish
+//! whatever array the user set (copied once, unless it is a loan).
+
+use std::marker::PhantomData;
+
+use freight::Buffer;
+use freight_msg::{Element, ElementInfo, Message};
+use numpy::{dtype, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3::{Borrowed, IntoPyObjectExt, PyClass};
+
+use crate::arrays::{ascontiguous, contiguous_memory, received_array};
+
+/// What happens to buffer fields when a Python message is written into a Rust one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Buffers {
+    /// Copied into heap buffers (`serialize()`).
+    Copy,
+    /// Left alone: a loan already holds them.
+    Keep,
+}
+
+/// A field type of a Rust message, as a Python message object holds it.
+pub(crate) trait PyField: Sized {
+    /// The value in the Python object.
+    type Stored;
+    /// The value of a field not given to the constructor.
+    fn default_stored(py: Python<'_>) -> PyResult<Self::Stored>;
+    /// Writes the Python value into the Rust field.
+    fn write(stored: &Self::Stored, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()>;
+    /// The Python value of a received Rust field.
+    fn read(value: Self, py: Python<'_>) -> PyResult<Self::Stored>;
+    /// The Python value as an object, for `==` and `repr`.
+    fn object<'py>(stored: &Self::Stored, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+    /// Whether two values are equal.
+    fn equal(a: &Self::Stored, b: &Self::Stored, py: Python<'_>) -> PyResult<bool> {
+        Self::object(a, py)?.eq(Self::object(b, py)?)
+    }
+    /// Appends the arrays of buffer fields, in declaration order.
+    fn arrays<'py>(_stored: &Self::Stored, _py: Python<'py>, _out: &mut Vec<Bound<'py, PyUntypedArray>>) {}
+    /// Appends the element types of buffer fields, in declaration order.
+    fn buffer_elements(_out: &mut Vec<ElementInfo>) {}
+}
+
+macro_rules! plain_fields {
+    ($($t:ty),*) => {$(
+        impl PyField for $t {
+            type Stored = $t;
+            fn default_stored(_: Python<'_>) -> PyResult<$t> {
+                Ok(<$t>::default())
+            }
+            fn write(stored: &$t, _: Python<'_>, target: &mut $t, _: Buffers) -> PyResult<()> {
+                target.clone_from(stored);
+                Ok(())
+            }
+            fn read(value: $t, _: Python<'_>) -> PyResult<$t> {
+                Ok(value)
+            }
+            fn object<'py>(stored: &$t, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                stored.into_bound_py_any(py)
+            }
+            fn equal(a: &$t, b: &$t, _: Python<'_>) -> PyResult<bool> {
+                Ok(a == b)
+            }
+        }
+    )*};
+}
+
+plain_fields!(bool, u8, u16, u32, u64, i32, i64, String, Vec<i64>);
+
+/// A Rust message with a Python class (implemented by `messages!`).
+pub(crate) trait PyMessage: Message {
+    /// The Python class.
+    type Class: PyClass + Into<pyo3::PyClassInitializer<Self::Class>>;
+    /// Writes every field of a Python message into `target`.
+    fn write_fields(obj: &Self::Class, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()>;
+    /// The Python message of a received one.
+    fn read_fields(self, py: Python<'_>) -> PyResult<Self::Class>;
+    /// Appends the arrays of the message's buffer fields, in declaration order.
+    fn arrays_of<'py>(obj: &Self::Class, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>);
+    /// Appends the element types of the message's buffer fields.
+    fn elements(out: &mut Vec<ElementInfo>);
+}
+
+impl<M: PyMessage> PyField for M {
+    type Stored = Py<M::Class>;
+    fn default_stored(py: Python<'_>) -> PyResult<Self::Stored> {
+        Py::new(py, M::default().read_fields(py)?)
+    }
+    fn write(stored: &Self::Stored, py: Python<'_>, target: &mut M, buffers: Buffers) -> PyResult<()> {
+        M::write_fields(&stored.bind(py).borrow(), py, target, buffers)
+    }
+    fn read(value: M, py: Python<'_>) -> PyResult<Self::Stored> {
+        Py::new(py, value.read_fields(py)?)
+    }
+    fn object<'py>(stored: &Self::Stored, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(stored.bind(py).clone().into_any())
+    }
+    fn arrays<'py>(stored: &Self::Stored, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>) {
+        M::arrays_of(&stored.bind(py).borrow(), py, out)
+    }
+    fn buffer_elements(out: &mut Vec<ElementInfo>) {
+        M::elements(out)
+    }
+}
+
+impl<M: PyMessage> PyField for Vec<M> {
+    type Stored = Vec<Py<M::Class>>;
+    fn default_stored(_: Python<'_>) -> PyResult<Self::Stored> {
+        Ok(Vec::new())
+    }
+    fn write(stored: &Self::Stored, py: Python<'_>, target: &mut Vec<M>, buffers: Buffers) -> PyResult<()> {
+        *target = stored
+            .iter()
+            .map(|item| {
+                let mut m = M::default();
+                M::write_fields(&item.bind(py).borrow(), py, &mut m, buffers).map(|()| m)
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(())
+    }
+    fn read(value: Vec<M>, py: Python<'_>) -> PyResult<Self::Stored> {
+        value.into_iter().map(|m| Py::new(py, m.read_fields(py)?)).collect()
+    }
+    fn object<'py>(stored: &Self::Stored, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        stored.into_bound_py_any(py)
+    }
+}
+
+/// The numpy array of a buffer field whose elements are `E`.
+pub(crate) struct Data<E> {
+    array: Py<PyAny>,
+    element: PhantomData<fn() -> E>,
+}
+
+/// An element type of buffer fields that numpy knows.
+pub(crate) trait DataElement: Element + numpy::Element {}
+impl<E: Element + numpy::Element> DataElement for E {}
+
+impl<E: DataElement> Data<E> {
+    /// Takes any array-like object as the field's value.
+    ///
+    /// * a numpy array is kept as it is: for a byte field any dtype but
+    ///   `object` (its bytes are sent), else the field's own dtype;
+    /// * a buffer-protocol object (`bytes`, `bytearray`, `memoryview`,
+    ///   `array.array`, `mmap`) is viewed, not copied;
+    /// * a sequence of numbers becomes a new array.
+    fn from_object(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        let element = ElementInfo::of::<E>();
+        if let Ok(array) = obj.cast::<PyUntypedArray>() {
+            let given = array.dtype();
+            if given.has_object() {
+                return Err(PyTypeError::new_err(format!(
+                    "an array of Python objects cannot be a {}[] field; use a numeric dtype",
+                    element.ros_name
+                )));
+            }
+            if element.size != 1 && !given.is_equiv_to(&dtype::<E>(py)) {
+                return Err(PyTypeError::new_err(format!(
+                    "this field holds {}; got an array of {}: convert it with arr.astype(numpy.{})",
+                    element.ros_name,
+                    given.repr()?,
+                    element.ros_name
+                )));
+            }
+            return Ok(Data { array: array.clone().into_any().unbind(), element: PhantomData });
+        }
+        let numpy = py.import("numpy")?;
+        let dt = dtype::<E>(py);
+        match numpy.call_method1("frombuffer", (obj, &dt)) {
+            Ok(array) => Ok(Data { array: array.unbind(), element: PhantomData }),
+            Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+                let array = numpy.call_method1("array", (obj, &dt)).map_err(|e| {
+                    PyTypeError::new_err(format!(
+                        "a {}[] field takes a numpy array, a bytes-like object or a sequence of numbers: {e}",
+                        element.ros_name
+                    ))
+                })?;
+                Ok(Data { array: array.unbind(), element: PhantomData })
+            }
+            Err(e) => Err(PyValueError::new_err(format!("as {}[]: {e}", element.ros_name))),
+        }
+    }
+
+    fn bound<'py>(&self, py: Python<'py>) -> &Bound<'py, PyUntypedArray> {
+        // `from_object` and `read` only ever store numpy arrays.
+        self.array.bind(py).cast().expect("a buffer field holds a numpy array")
+    }
+}
+
+impl<'a, 'py, E: DataElement> FromPyObject<'a, 'py> for Data<E> {
+    type Error = PyErr;
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Data::from_object(&obj.to_owned())
+    }
+}
+
+impl<'py, E> IntoPyObject<'py> for &Data<E> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = std::convert::Infallible;
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.array.bind(py).clone())
+    }
+}
+
+impl<E: DataElement> PyField for Buffer<E> {
+    type Stored = Data<E>;
+    fn default_stored(py: Python<'_>) -> PyResult<Data<E>> {
+        let empty = PyArray1::<E>::zeros(py, 0, false);
+        Ok(Data { array: empty.into_any().unbind(), element: PhantomData })
+    }
+    fn write(stored: &Data<E>, py: Python<'_>, target: &mut Buffer<E>, buffers: Buffers) -> PyResult<()> {
+        if buffers == Buffers::Keep {
+            return Ok(());
+        }
+        let array = ascontiguous(stored.bound(py))?;
+        let (addr, nbytes) = contiguous_memory(&array);
+        let mut items = vec![E::default(); nbytes / std::mem::size_of::<E>()];
+        // SAFETY: the array is C-contiguous with `nbytes` bytes and stays alive
+        // (held by `array`); `items` has room for them (whole elements: the
+        // dtype was checked in `from_object`).
+        if nbytes > 0 {
+            unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, items.as_mut_ptr().cast::<u8>(), nbytes) };
+        }
+        *target = Buffer::from(items);
+        Ok(())
+    }
+    fn read(value: Buffer<E>, py: Python<'_>) -> PyResult<Data<E>> {
+        let array = received_array(py, value.raw().clone(), ElementInfo::of::<E>(), dtype::<E>(py))?;
+        Ok(Data { array: array.unbind(), element: PhantomData })
+    }
+    fn object<'py>(stored: &Data<E>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(stored.array.bind(py).clone())
+    }
+    fn equal(a: &Data<E>, b: &Data<E>, py: Python<'_>) -> PyResult<bool> {
+        let (a, b) = (ascontiguous(a.bound(py))?, ascontiguous(b.bound(py))?);
+        let ((pa, na), (pb, nb)) = (contiguous_memory(&a), contiguous_memory(&b));
+        // SAFETY: both arrays are C-contiguous and alive for the comparison.
+        Ok(na == nb
+            && (na == 0
+                || unsafe {
+                    std::slice::from_raw_parts(pa as *const u8, na) == std::slice::from_raw_parts(pb as *const u8, nb)
+                }))
+    }
+    fn arrays<'py>(stored: &Data<E>, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>) {
+        out.push(stored.bound(py).clone());
+    }
+    fn buffer_elements(out: &mut Vec<ElementInfo>) {
+        out.push(ElementInfo::of::<E>());
+    }
+}
+
+/// `PyTuple` of one object, for `__reduce__`.
+pub(crate) fn one_tuple<'py>(obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(obj.py(), [obj])
+}

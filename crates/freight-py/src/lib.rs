@@ -1,0 +1,32 @@
+//! `freight._native`: the compiled half of the `freight` Python package.
+//!
+//! * [`endpoints`]: context, node, publisher, subscription, and the wait
+//!   executors sleep in;
+//! * [`messages`]: the built-in message classes, over [`fields`];
+//! * [`arrays`]: numpy views of received and loaned memory, exported as
+//!   DLPack by [`dlpack`];
+//! * [`errors`]: Rust errors as the exception classes of `freight.errors`.
+//!
+//! The rclpy-shaped API (`init`, `Node`, executors, QoS profiles) is Python,
+//! in `python/freight/`; everything per message is here.
+
+mod arrays;
+mod dlpack;
+mod endpoints;
+mod errors;
+mod fields;
+mod messages;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<endpoints::Context>()?;
+    m.add_class::<endpoints::Node>()?;
+    m.add_class::<endpoints::Publisher>()?;
+    m.add_class::<endpoints::Subscription>()?;
+    m.add_class::<arrays::ReceivedBuffer>()?;
+    m.add_class::<arrays::LoanedBuffer>()?;
+    m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
+    messages::register(m)
+}

@@ -1,0 +1,78 @@
+"""freight's exceptions.
+
+Each derives from :class:`FreightError` and, where one fits, from the built-in
+class Python code already catches for that kind of failure (``ValueError`` for a
+request over a limit, ``TypeError`` for a type that does not match, ``OSError``
+for the operating system or the network). Messages say what to do.
+"""
+
+
+class FreightError(Exception):
+    """Base class of every freight error."""
+
+
+class ContextError(FreightError):
+    """The context could not be created, or was used after ``shutdown()``."""
+
+
+class InvalidNameError(FreightError, ValueError):
+    """A node, namespace or topic name that ROS 2 does not allow."""
+
+
+class TypeMismatchError(FreightError, TypeError):
+    """A topic already carries another message type (or another layout of one)."""
+
+
+class LimitError(FreightError, ValueError):
+    """A request over a configured limit: queue depth, message size, small-field space."""
+
+
+class TooManyHeldError(LimitError):
+    """A subscription holds as many received messages as it may.
+
+    A received message stays held while it, or any array viewing its data, is
+    referenced; drop those references or copy what you keep.
+    """
+
+
+class QueueFullError(FreightError):
+    """Reliable subscriptions kept a full queue past ``max_blocking_time``.
+
+    Every other subscription received the message.
+    """
+
+
+class LoanError(FreightError):
+    """A loan used the wrong way (published twice, replaced by other memory)."""
+
+
+class MalformedMessageError(FreightError, ValueError):
+    """Bytes that are not a message of the expected type; they were dropped."""
+
+
+class BackendError(FreightError):
+    """A memory backend is unavailable, or a buffer could not be imported."""
+
+
+class SharedMemoryError(FreightError, OSError):
+    """Shared memory (iceoryx2) failed: check that /dev/shm is writable and large enough."""
+
+
+class NetworkError(FreightError, OSError):
+    """The network plane (DDS) failed: check CYCLONEDDS_URI, or use a local-only context."""
+
+
+__all__ = [
+    "FreightError",
+    "ContextError",
+    "InvalidNameError",
+    "TypeMismatchError",
+    "LimitError",
+    "TooManyHeldError",
+    "QueueFullError",
+    "LoanError",
+    "MalformedMessageError",
+    "BackendError",
+    "SharedMemoryError",
+    "NetworkError",
+]

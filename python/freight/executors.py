@@ -1,0 +1,161 @@
+"""Executors: run subscription and timer callbacks (rclpy's executors).
+
+The wait for messages happens in Rust with the GIL released, so other Python
+threads run meanwhile, and an executor can spin in a background thread.
+Ctrl-C raises ``KeyboardInterrupt`` out of ``spin`` within 0.1 s.
+"""
+
+import concurrent.futures
+import threading
+import time
+
+from freight import context as _context
+from freight._native import wait
+
+# Longest single wait: how soon an executor notices new entities, a shutdown,
+# or a call to its own shutdown() from another thread.
+_MAX_WAIT = 0.2
+
+
+class Executor:
+    """Runs the callbacks of its nodes on the thread that calls ``spin``."""
+
+    def __init__(self, *, context=None):
+        self._context = context
+        self._nodes = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._next = 0  # round-robin start among ready subscriptions
+
+    @property
+    def context(self):
+        return self._context if self._context is not None else _context.default_context()
+
+    def add_node(self, node):
+        with self._lock:
+            if node in self._nodes:
+                return False
+            self._nodes.append(node)
+            return True
+
+    def remove_node(self, node):
+        with self._lock:
+            if node in self._nodes:
+                self._nodes.remove(node)
+
+    def get_nodes(self):
+        with self._lock:
+            return list(self._nodes)
+
+    def shutdown(self, timeout_sec=None):
+        """Makes ``spin`` return after the callback in progress."""
+        del timeout_sec
+        self._stop.set()
+        return True
+
+    def _ok(self):
+        return not self._stop.is_set() and self._nodes_ok()
+
+    def _nodes_ok(self):
+        nodes = self.get_nodes()
+        return all(node.context.ok() for node in nodes) if nodes else self.context.ok()
+
+    def spin(self):
+        """Runs callbacks until ``shutdown()``, the context's shutdown, or Ctrl-C."""
+        while self._ok():
+            self.spin_once(timeout_sec=_MAX_WAIT)
+
+    def spin_once(self, timeout_sec=None):
+        """Waits up to ``timeout_sec`` (``None``: as long as it takes) and runs at most one callback."""
+        work = self._wait_for_work(timeout_sec)
+        if work is not None:
+            self._run(*work)
+
+    def spin_until_shutdown(self):
+        self.spin()
+
+    def _run(self, entity, callback, args):
+        del entity
+        callback(*args)
+
+    def _entities(self):
+        subscriptions, timers = [], []
+        for node in self.get_nodes():
+            subscriptions.extend(s for s in node.subscriptions if s.callback is not None and self._may_take(s))
+            timers.extend(t for t in node.timers if not t.is_canceled() and self._may_take(t))
+        return subscriptions, timers
+
+    def _may_take(self, entity):
+        """Whether the entity's callback may run now (the multi-threaded executor runs one per entity)."""
+        del entity
+        return True
+
+    def _wait_for_work(self, timeout_sec):
+        """The next `(entity, callback, args)` to run, or None when none came in time."""
+        deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+        while True:
+            subscriptions, timers = self._entities()
+            for timer in timers:
+                if timer.is_ready():
+                    return timer, timer._call, ()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            until_timer = min((t.time_until_next_call() / 1e9 for t in timers), default=None)
+            wait_for = min(x for x in (left, until_timer, _MAX_WAIT) if x is not None)
+            if subscriptions:
+                ready = wait(subscriptions, max(0.0, wait_for))
+            else:
+                time.sleep(max(0.0, wait_for))
+                ready = []
+            if ready:
+                self._next = (self._next + 1) % len(ready)
+                for i in ready[self._next :] + ready[: self._next]:
+                    msg = subscriptions[i].take(0)
+                    if msg is not None:
+                        return subscriptions[i], subscriptions[i].callback, (msg,)
+            if any(t.is_ready() for t in timers):
+                continue
+            if (deadline is not None and time.monotonic() >= deadline) or not self._ok():
+                return None
+
+
+class SingleThreadedExecutor(Executor):
+    """Every callback on the spinning thread, one at a time."""
+
+
+class MultiThreadedExecutor(Executor):
+    """Callbacks on a pool of ``num_threads`` threads; each subscription or
+    timer runs one callback at a time. Useful when callbacks release the GIL
+    (numpy, torch, I/O). A callback's exception is raised from ``spin``."""
+
+    def __init__(self, num_threads=None, *, context=None):
+        super().__init__(context=context)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="freight-exec")
+        self._busy = set()
+        self._busy_lock = threading.Lock()
+        self._failures = []
+
+    def _may_take(self, entity):
+        with self._busy_lock:
+            return id(entity) not in self._busy
+
+    def _run(self, entity, callback, args):
+        with self._busy_lock:
+            self._busy.add(id(entity))
+
+        def run():
+            try:
+                callback(*args)
+            except BaseException as e:  # raised again from spin/spin_once
+                self._failures.append(e)
+            finally:
+                with self._busy_lock:
+                    self._busy.discard(id(entity))
+
+        self._pool.submit(run)
+        if self._failures:
+            raise self._failures.pop(0)
+
+    def shutdown(self, timeout_sec=None):
+        super().shutdown(timeout_sec)
+        self._pool.shutdown(wait=timeout_sec is None or timeout_sec > 0)
+        return True
