@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build demo test lint bench fuzz clean
+.PHONY: all deps build wheel demo test lint bench bench-python fuzz clean
 
 all: build
 
@@ -18,17 +18,26 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace --locked
 
+# The Python package as one abi3 wheel (CPython 3.9 and later) in target/wheels/;
+# `pip install target/wheels/freight-*.whl` installs it (or `pip install .`).
+wheel: deps
+	rm -f target/wheels/freight-*.whl
+	.venv/bin/maturin build --release --locked --out target/wheels
+
 # The main job: a 4K BGRA frame between two processes, loan vs copy vs raw iceoryx2.
 demo: build
 	$(FREIGHT) demo
 
-# Every test, in release mode (large payloads; shares the build above), then a
-# bounded fuzz run of every parser of untrusted bytes, then the lints.
+# Every test, in release mode (large payloads; shares the build above): the Rust
+# tests, then the Python tests against the wheel, then a bounded fuzz run of
+# every parser of untrusted bytes, then the lints.
 # The network plane stays on loopback in tests: freight and the stock DDS peers
 # the interop tests start read this configuration.
 test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
-test: build
+test: build wheel
 	$(CARGO) test --release --workspace --locked
+	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
+	.venv/bin/python -m pytest -q python/tests
 	scripts/fuzz-smoke.sh
 	$(MAKE) --no-print-directory lint
 
@@ -43,6 +52,11 @@ lint: deps
 # The full latency table recorded in BENCHMARKS.md.
 bench: build
 	$(FREIGHT) bench latency --json bench-latency.json --plot bench-latency.png
+
+# The Python API against the iceoryx2 Python binding (table in BENCHMARKS.md).
+bench-python: build wheel
+	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
+	$(FREIGHT) bench latency --lang python --python .venv/bin/python --json bench-latency-python.json
 
 clean:
 	$(CARGO) clean
