@@ -1,6 +1,7 @@
 //! `freight`: the command-line tool of the freight transport.
 //!
-//! Subcommands: `bench latency` (the latency benchmark), `demo` (the headline comparison),
+//! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
+//! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
 //! `topic` (inspection, as `ros2 topic`) and the hidden `bench peer` (the subscriber process
 //! the benchmark starts).
 
@@ -32,6 +33,14 @@ COMMANDS IN DETAIL
       in microseconds, round trips per second, and each row's p50 relative to its baseline
       (iceoryx2 for intra and shm-loan, memcpy for shm-copy). --json and --plot also write the
       rows as JSON and as a log-log PNG. See `freight bench latency --help` for the options.
+
+  freight bench latency --lang python [--python PATH]
+      The same measurement through the Python APIs, Python to Python, busy-polling: freight's
+      Python API against the iceoryx2 Python binding (pip install iceoryx2==0.10.0), with the
+      ratio of their p50 per size. It runs `PATH -m freight.bench latency` (PATH: --python,
+      else $FREIGHT_PYTHON, else python3) with --sizes, --iterations, --duration-per-row and
+      --json, and exits with its status. That interpreter needs freight's Python package
+      (`pip install .` or `make wheel`).
 
   freight demo
       The headline comparison: one 3840x2160 BGRA camera frame (33,177,600 bytes) from a
@@ -92,7 +101,11 @@ publisher sends the next message only after the ack. They run in two processes p
 CPUs (intra: two threads; memcpy: one thread). Each row is (transport, wait, size); it ends
 after --iterations round trips or --duration-per-row seconds, whichever comes first, after 50
 discarded warm-up round trips. Messages smaller than 16 bytes still carry the 16-byte header;
-the requested size is reported. The table goes to stdout, progress to stderr.")]
+the requested size is reported. The table goes to stdout, progress to stderr.
+
+With --lang python the same is measured through the Python APIs (freight's against the
+iceoryx2 binding's, busy-polling) by `python -m freight.bench latency` in the interpreter
+--python or $FREIGHT_PYTHON names (else python3).")]
     Latency(bench::LatencyArgs),
     /// Internal: the subscriber process started by `bench latency`.
     #[command(hide = true)]
@@ -110,18 +123,22 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        // The Python benchmark prints its own errors; its exit status becomes ours.
+        Command::Bench(BenchCommand::Latency(args)) if args.lang == bench::Lang::Python => {
+            bench::run_python(&args).map_err(|e| e.to_string())
+        }
         Command::Bench(BenchCommand::Latency(args)) => bench::LatencyJob::from_args(&args)
             .and_then(|job| bench::run_latency(&job))
-            .map(|_| ())
+            .map(|_| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Peer(args)) => {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
-        Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
-        Command::Topic(cmd) => topic::run(cmd),
+        Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
+        Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -151,6 +168,8 @@ mod tests {
         assert_eq!(args.wait.modes(), [bench::WaitMode::Spin, bench::WaitMode::Block]);
         assert_eq!(args.iterations, 5000);
         assert_eq!(args.duration_per_row, std::time::Duration::from_secs(2));
+        assert_eq!(args.lang, bench::Lang::Rust);
+        assert_eq!(args.python, None);
     }
 
     #[test]
@@ -160,6 +179,7 @@ mod tests {
             &["freight", "bench", "latency", "--transports", "carrier-pigeon"],
             &["freight", "bench", "latency", "--wait", "sometimes"],
             &["freight", "bench", "latency", "--duration-per-row", "0"],
+            &["freight", "bench", "latency", "--lang", "cobol"],
         ] {
             assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
         }

@@ -92,3 +92,43 @@ fn bench_latency_measures_a_dds_row() {
     let row = stdout.lines().find(|l| l.starts_with("dds ")).unwrap_or_else(|| panic!("no dds row: {stdout}"));
     assert!(row.contains("block") && row.contains("1 KiB") && row.contains("baseline"), "{row}");
 }
+
+/// `--lang python` runs `python -m freight.bench latency` in the interpreter that
+/// `FREIGHT_PYTHON` names (the Makefile points it at the project's virtual environment).
+/// Skipped, saying so, where no interpreter with freight's Python package is configured.
+#[test]
+fn bench_latency_lang_python_runs_the_python_benchmark() {
+    let Some(python) = std::env::var_os("FREIGHT_PYTHON") else {
+        eprintln!("skipped: FREIGHT_PYTHON is not set");
+        return;
+    };
+    let probe = Command::new(&python).args(["-c", "import freight.bench"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: {} cannot import freight.bench", python.to_string_lossy());
+        return;
+    }
+    let dir = ScratchDir::new("bench-python");
+    let json = dir.0.join("rows.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--lang", "python", "--sizes", "8B,1MiB", "--iterations", "50"])
+        .args(["--duration-per-row", "0.2", "--json"])
+        .arg(&json)
+        .env("FREIGHT_PYTHON", &python)
+        .output()
+        .expect("run freight");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "freight failed: {stderr}");
+
+    // freight, and iceoryx2 where its Python binding is installed, for each size.
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    let freight_rows: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == "freight").collect();
+    assert_eq!(freight_rows.len(), 2, "{rows:#?}");
+    for row in &rows {
+        assert_eq!(row["lang"], "python", "{row}");
+        assert_eq!(row["samples"], 50, "{row}");
+        assert!(row["p50_us"].as_f64().expect("p50_us is a number") > 0.0, "{row}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("freight p50 µs"), "{stdout}");
+}

@@ -66,6 +66,16 @@ impl WaitArg {
     }
 }
 
+/// `--lang` values: whose API the publisher and subscriber use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// freight's Rust API and the Rust baselines (the transports of --transports).
+    Rust,
+    /// freight's Python API against the iceoryx2 Python binding, both Python to Python
+    /// (`python -m freight.bench latency`).
+    Python,
+}
+
 /// Arguments of `freight bench latency`.
 #[derive(Debug, Clone, Args)]
 pub struct LatencyArgs {
@@ -109,6 +119,17 @@ pub struct LatencyArgs {
     /// Also plot p50 latency against size (log-log) as a PNG to FILE.
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+
+    /// Whose API to measure. python: freight's Python API against the iceoryx2 Python binding,
+    /// busy-polling, run by `<python> -m freight.bench latency` with --sizes, --iterations,
+    /// --duration-per-row and --json (--transports, --wait and --plot are for rust only).
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
+
+    /// Python interpreter for --lang python, with freight's Python package installed.
+    /// [default: $FREIGHT_PYTHON, else python3]
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 /// Arguments of the hidden `freight bench peer` subcommand. Only the harness writes these.

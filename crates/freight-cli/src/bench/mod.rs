@@ -49,6 +49,10 @@
 //!   from the destination after it, so the sample is the time of one copy (plus two clock
 //!   reads). It has no wait mode; it is measured once and reported under each requested wait
 //!   so that the "vs baseline" column has a baseline for each.
+//! * **`--lang python`.** The same protocol in Python, Python to Python, busy-polling:
+//!   freight's Python API against the iceoryx2 Python binding, measured in the same run. It
+//!   lives in `python/freight/bench.py` (`python -m freight.bench latency`); [`run_python`]
+//!   only forwards the options to it (see the `python` module).
 
 mod args;
 mod dds;
@@ -59,15 +63,17 @@ mod iceoryx2_raw;
 mod memcpy;
 mod peer;
 mod plot;
+mod python;
 mod report;
 mod stats;
 mod sys;
 mod transport;
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
-pub use args::{format_size, parse_seconds, LatencyArgs, PeerArgs, TransportKind};
+pub use args::{format_size, parse_seconds, Lang, LatencyArgs, PeerArgs, TransportKind};
 pub use harness::RunPlan;
 pub use report::RowStats;
 pub use transport::{Placement, Transport, WaitMode};
@@ -195,6 +201,12 @@ pub struct LatencyJob {
 impl LatencyJob {
     /// Builds a job from the command-line arguments, validating them.
     pub fn from_args(args: &LatencyArgs) -> Result<Self, BenchError> {
+        if args.python.is_some() {
+            return Err(BenchError::new(
+                "--python only applies to --lang python",
+                "add --lang python to measure the Python API, or drop --python",
+            ));
+        }
         let mut sizes = Vec::new();
         for &size in &args.sizes {
             if !sizes.contains(&size) {
@@ -249,6 +261,12 @@ pub fn run_latency(job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
         eprintln!("wrote {}", path.display());
     }
     Ok(rows)
+}
+
+/// Entry point of `freight bench latency --lang python`: runs the Python benchmark in the
+/// interpreter that `--python` or `$FREIGHT_PYTHON` names and returns its exit status.
+pub fn run_python(args: &LatencyArgs) -> Result<ExitCode, BenchError> {
+    python::run(args)
 }
 
 /// Entry point of the hidden `freight bench peer` subcommand (the subscriber child process).
