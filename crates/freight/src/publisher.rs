@@ -137,8 +137,9 @@ impl FrameMut {
     }
 
     fn write_at(&mut self, offset: usize, bytes: &[u8]) {
-        // SAFETY: the header and meta regions lie inside the frame (`layout`
-        // reserved them) and no block of the loan overlaps them.
+        // SAFETY: callers write inside the frame and over no block of a live
+        // loan: the header and meta regions `layout` reserved, or a whole
+        // frame copied into a new one.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len()) }
     }
 }
@@ -480,7 +481,7 @@ impl<M: Message> Publisher<M> {
                 views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
             serialize(|w| msg.write(w, &mut LoanViews(&slices)))
         });
-        let delivered = inner.deliver(frame, &device);
+        let delivered = inner.rerouted(frame).and_then(|frame| inner.deliver(frame, &device));
         if let Some(cdr) = cdr {
             inner.send_network(cdr?)?;
         }
@@ -706,6 +707,20 @@ impl PublisherInner {
             return Err(LoanError::TooLarge { len: total, max });
         }
         Ok(())
+    }
+
+    /// The frame to send now. A loan taken while every subscriber was in this
+    /// process lives on the heap; when a subscriber in another process has
+    /// appeared since, it gets a copy in shared memory rather than nothing.
+    fn rerouted(&self, frame: FrameMut) -> Result<FrameMut, PublishError> {
+        match frame {
+            FrameMut::Heap(bytes) if self.route() == Route::Shm => {
+                let mut shm = self.alloc_frame(Route::Shm, bytes.len())?;
+                shm.write_at(0, &bytes);
+                Ok(shm)
+            }
+            frame => Ok(frame),
+        }
     }
 
     fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {

@@ -1,0 +1,201 @@
+"""Helpers of the cross-process tests: start child processes that die with the
+test, talk to them through lines, find where an address lies in shared memory,
+and write and check the content pattern every peer uses.
+
+A child writes one line per event on stdout (``READY``, ``SENT ...``,
+``GOT ...``) and reads commands from stdin; it exits when stdin closes, so a
+child never outlives the test that started it even if the test is killed
+before its ``finally`` runs (the kernel also kills it when the parent dies:
+``PR_SET_PDEATHSIG``).
+"""
+
+import ctypes
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+
+# The peers import this module too, without pytest: conftest is not imported.
+TESTS = pathlib.Path(__file__).resolve().parent
+REPO = TESTS.parents[1]
+PEERS = TESTS / "peers"
+#: Cyclone DDS on the loopback interface only: children with a DDS plane
+#: (the `freight` CLI's default) reach no other host.
+LOOPBACK_DDS = f"file://{REPO / 'crates' / 'freight-dds' / 'loopback.xml'}"
+#: How long any single expected event may take: generous, to stay clear of
+#: slow or loaded machines; nothing here measures speed.
+TIMEOUT = 10.0
+#: The pattern's period: a prime, so that no power-of-two offset bug aligns with it.
+PERIOD = 251
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent(sigint_default):
+    # Runs in the child between fork and exec. The kernel sends SIGKILL when
+    # the *thread* that forked exits: start children from the test's thread.
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if sigint_default:
+        # Processes started from some sandboxes and CI runners inherit SIGINT
+        # as *ignored*, and Python then installs no KeyboardInterrupt handler;
+        # an interactive shell starts programs with the default disposition,
+        # which is what the Ctrl-C tests need.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Child:
+    """A child process spoken to in lines. Use as a context manager: leaving it
+    closes stdin, waits a moment, then kills."""
+
+    def __init__(self, argv, *, env=None, sigint_default=False, name=None):
+        self.name = name or pathlib.Path(argv[0]).name
+        full_env = dict(os.environ)
+        full_env.setdefault("CYCLONEDDS_URI", LOOPBACK_DDS)
+        full_env["PYTHONUNBUFFERED"] = "1"
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [str(a) for a in argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full_env,
+            text=True,
+            bufsize=1,
+            preexec_fn=lambda: _die_with_parent(sigint_default),
+        )
+        self.pid = self.proc.pid
+        self.lines = queue.Queue()
+        self.stdout = []  # every line, for error messages
+        self.stderr = []
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout, self.lines), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr, None), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream, log, lines):
+        for line in stream:
+            line = line.rstrip("\n")
+            log.append(line)
+            if lines is not None:
+                lines.put(line)
+        if lines is not None:
+            lines.put(None)  # end of output
+
+    def send(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, prefix, timeout=TIMEOUT):
+        """The next line, split in words; fails when it does not start with
+        ``prefix``, when output ends first, or after ``timeout`` seconds."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"{self.name}: no {prefix!r} line within {timeout} s{self.transcript()}") from None
+        if line is None:
+            self.lines.put(None)
+            raise AssertionError(f"{self.name}: exited before {prefix!r}{self.transcript()}")
+        if line.startswith(prefix):
+            return line.split()
+        raise AssertionError(f"{self.name}: expected {prefix!r}, got {line!r}{self.transcript()}")
+
+    def wait(self, timeout=TIMEOUT):
+        """The exit status, once the child exited and all its output was read."""
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{self.name}: still running after {timeout} s{self.transcript()}") from None
+        for pump in self._pumps:
+            pump.join(timeout)  # a grandchild holding the pipe open could keep it going
+        return status
+
+    def transcript(self):
+        out = "\n".join(self.stdout[-40:])
+        err = "\n".join(self.stderr[-40:])
+        return f"\n--- {self.name} (pid {self.pid}) stdout:\n{out}\n--- stderr:\n{err}"
+
+    def close(self, grace=2.0):
+        """Closes stdin (peers exit on EOF), then kills what is left."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def peer(script, *args, **kwargs):
+    """A Python peer from ``peers/``, run by this interpreter."""
+    return Child([sys.executable, PEERS / script, *args], name=script, **kwargs)
+
+
+def shm_location(address, pid="self"):
+    """``(path, offset in file)`` of the shared-memory file mapped at ``address``
+    in process ``pid``, or None when the address is not in a /dev/shm mapping."""
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 6:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                path = fields[5].strip()
+                if not path.startswith("/dev/shm/"):
+                    return None
+                return path, int(fields[2], 16) + (address - start)
+    return None
+
+
+def array_address(array):
+    """Address of an array's first byte."""
+    return array.__array_interface__["data"][0]
+
+
+def _period(k):
+    return ((k + np.arange(PERIOD)) % PERIOD).astype(np.uint8)
+
+
+def fill_pattern(array, k):
+    """Writes message ``k``'s pattern in place: byte i is (k + i) % 251."""
+    flat = array.reshape(-1).view(np.uint8)
+    whole = flat.size - flat.size % PERIOD
+    if whole:
+        flat[:whole].reshape(-1, PERIOD)[:] = _period(k)
+    flat[whole:] = _period(k)[: flat.size - whole]
+
+
+def first_mismatch(array, k):
+    """Index of the first byte that breaks message ``k``'s pattern, or None."""
+    flat = np.asarray(array).reshape(-1).view(np.uint8)
+    whole = flat.size - flat.size % PERIOD
+    if whole:
+        bad = np.nonzero((flat[:whole].reshape(-1, PERIOD) != _period(k)).any(axis=1))[0]
+        if bad.size:
+            row = flat[bad[0] * PERIOD : (bad[0] + 1) * PERIOD]
+            return int(bad[0] * PERIOD + np.nonzero(row != _period(k))[0][0])
+    tail = np.nonzero(flat[whole:] != _period(k)[: flat.size - whole])[0]
+    return int(whole + tail[0]) if tail.size else None
