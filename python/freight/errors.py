@@ -12,7 +12,8 @@ class FreightError(Exception):
 
 
 class ContextError(FreightError):
-    """The context could not be created, or was used after ``shutdown()``."""
+    """The context could not be created, ``init()`` was called twice, or a node
+    was created before ``init()`` or in a context that was shut down."""
 
 
 class InvalidNameError(FreightError, ValueError):

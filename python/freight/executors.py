@@ -15,6 +15,8 @@ from freight._native import wait
 # Longest single wait: how soon an executor notices new entities, a shutdown,
 # or a call to its own shutdown() from another thread.
 _MAX_WAIT = 0.2
+# How often the multi-threaded executor looks at entities whose callback runs.
+_BUSY_POLL = 0.001
 
 
 class Executor:
@@ -67,8 +69,10 @@ class Executor:
 
     def spin_once(self, timeout_sec=None):
         """Waits up to ``timeout_sec`` (``None``: as long as it takes) and runs at most one callback."""
+        if self._stop.is_set():
+            return
         work = self._wait_for_work(timeout_sec)
-        if work is not None:
+        if work is not None and not self._stop.is_set():
             self._run(*work)
 
     def spin_until_shutdown(self):
@@ -90,6 +94,10 @@ class Executor:
         del entity
         return True
 
+    def _max_wait(self):
+        """The longest single wait now."""
+        return _MAX_WAIT
+
     def _wait_for_work(self, timeout_sec):
         """The next `(entity, callback, args)` to run, or None when none came in time."""
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
@@ -100,7 +108,7 @@ class Executor:
                     return timer, timer._call, ()
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             until_timer = min((t.time_until_next_call() / 1e9 for t in timers), default=None)
-            wait_for = min(x for x in (left, until_timer, _MAX_WAIT) if x is not None)
+            wait_for = min(x for x in (left, until_timer, self._max_wait()) if x is not None)
             if subscriptions:
                 ready = wait(subscriptions, max(0.0, wait_for))
             else:
@@ -138,6 +146,21 @@ class MultiThreadedExecutor(Executor):
         with self._busy_lock:
             return id(entity) not in self._busy
 
+    def _max_wait(self):
+        # A busy entity is left out of the wait; look again soon, when its
+        # callback may have finished with messages queued behind it.
+        with self._busy_lock:
+            return _BUSY_POLL if self._busy else _MAX_WAIT
+
+    def spin_once(self, timeout_sec=None):
+        self._raise_failure()
+        super().spin_once(timeout_sec)
+        self._raise_failure()
+
+    def _raise_failure(self):
+        if self._failures:
+            raise self._failures.pop(0)
+
     def _run(self, entity, callback, args):
         with self._busy_lock:
             self._busy.add(id(entity))
@@ -151,9 +174,13 @@ class MultiThreadedExecutor(Executor):
                 with self._busy_lock:
                     self._busy.discard(id(entity))
 
-        self._pool.submit(run)
-        if self._failures:
-            raise self._failures.pop(0)
+        try:
+            self._pool.submit(run)
+        except RuntimeError:
+            # shutdown() from another thread closed the pool since spin_once
+            # looked: the message goes unhandled, as it would a moment later.
+            with self._busy_lock:
+                self._busy.discard(id(entity))
 
     def shutdown(self, timeout_sec=None):
         super().shutdown(timeout_sec)

@@ -57,6 +57,8 @@ class QoSProfile:
             depth = 10
         if depth is not None and (not isinstance(depth, int) or depth < 0):
             raise ValueError(f"depth must be a non-negative int, not {depth!r}")
+        if self.history != HistoryPolicy.KEEP_ALL and depth < 1:
+            raise ValueError("a keep-last history needs depth >= 1")
         self.depth = depth or 0
         self.reliability = ReliabilityPolicy(reliability)
         self.durability = DurabilityPolicy(durability)

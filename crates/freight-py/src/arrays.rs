@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use freight_msg::{ElementInfo, RawBuffer};
 use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -54,8 +54,9 @@ impl ReceivedBuffer {
 
 #[pymethods]
 impl ReceivedBuffer {
-    /// Where the buffer arrived: `"shm"` (shared memory, viewed in place),
-    /// `"cpu"` (a private copy), or a device backend.
+    /// The memory the buffer is in: `"shm"` (a publisher's shared memory in
+    /// another process), `"cpu"` (process memory: the buffer of a publisher in
+    /// this process, or a private copy), or a device backend.
     #[getter]
     fn backend(&self) -> &'static str {
         self.raw.backend().name()
@@ -142,7 +143,7 @@ impl LoanedBuffer {
         let _ = stream;
         let me = slf.get();
         if me.published() {
-            return Err(PyValueError::new_err("this loan was published; its memory belongs to the subscribers"));
+            return Err(PyBufferError::new_err("this loan was published; its memory belongs to the subscribers"));
         }
         let memory = Memory { ptr: me.ptr as *mut u8, len: me.len, writable: true };
         dlpack::export(slf.as_any(), memory, me.element, max_version, dl_device, copy)
@@ -217,14 +218,20 @@ pub(crate) fn parse_shape_dtype<'py>(
     shape: &Bound<'py, PyAny>,
     dtype: &Bound<'py, PyAny>,
 ) -> PyResult<(Vec<npy_intp>, Bound<'py, PyArrayDescr>, usize)> {
-    let dims: Vec<i64> = match shape.extract::<i64>() {
-        Ok(n) => vec![n],
-        Err(_) => shape.extract().map_err(|_| {
+    let too_large = |e: PyErr| {
+        if e.is_instance_of::<PyOverflowError>(py) {
+            PyValueError::new_err(format!("shape {shape} is too large"))
+        } else {
             PyTypeError::new_err(format!(
                 "shape must be an int or a tuple of ints, not {}",
                 shape.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
             ))
-        })?,
+        }
+    };
+    let dims: Vec<i64> = match shape.extract::<i64>() {
+        Ok(n) => vec![n],
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => return Err(too_large(e)),
+        Err(_) => shape.extract().map_err(too_large)?,
     };
     let descr = PyArrayDescr::new(py, dtype)?;
     if descr.has_object() {

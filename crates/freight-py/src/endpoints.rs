@@ -73,6 +73,9 @@ impl Context {
 
     #[pyo3(signature = (name, namespace=None))]
     fn create_node(&self, name: &str, namespace: Option<&str>) -> PyResult<Node> {
+        if !self.ok() {
+            return Err(error(Kind::Context, "this context was shut down; create nodes in a new one"));
+        }
         let node = match namespace {
             Some(ns) => self.inner.create_node_with_namespace(name, ns),
             None => self.inner.create_node(name),
@@ -243,7 +246,9 @@ fn adopt_loan<M: PyMessage>(
     let lent = lent.get();
     let (addr, nbytes) = contiguous_memory(array);
     // Another publisher's loan, or a part of this one: published by copy.
-    if !lent.publisher.bind(py).is(me) || !array.is_c_contiguous() || addr != lent.ptr || nbytes != lent.len {
+    // (numpy holds a placeholder address for an empty loan.)
+    let same_memory = nbytes == lent.len && (lent.len == 0 || addr == lent.ptr);
+    if !lent.publisher.bind(py).is(me) || !array.is_c_contiguous() || !same_memory {
         return Ok(None);
     }
     let taken = lent.loan.lock().map_err(|_| error(Kind::Loan, "a loan's lock was poisoned"))?.take();
@@ -485,7 +490,11 @@ impl Subscription {
     }
 }
 
+/// A timeout; a negative one is no wait at all.
 fn seconds(s: f64) -> PyResult<StdDuration> {
+    if s.is_nan() {
+        return Err(PyValueError::new_err("timeout_sec=nan is not a number of seconds"));
+    }
     StdDuration::try_from_secs_f64(s.max(0.0))
         .map_err(|_| PyValueError::new_err(format!("timeout_sec={s} is not a number of seconds")))
 }

@@ -72,6 +72,10 @@ pub(crate) fn from_context(e: ContextError) -> PyErr {
 }
 
 pub(crate) fn from_create(e: CreateError) -> PyErr {
+    if let CreateError::OverLimit { what, asked, limit } = &e {
+        // The Rust message's fix names the Rust API.
+        return error(Kind::Limit, format!("{what} {asked} is over the limit of {limit}"));
+    }
     let kind = match &e {
         CreateError::Name(_) => Kind::InvalidName,
         CreateError::WrongType { .. } => Kind::TypeMismatch,

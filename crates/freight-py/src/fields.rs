@@ -13,7 +13,7 @@ use freight_msg::{Element, ElementInfo, Message};
 use numpy::{dtype, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{Borrowed, IntoPyObjectExt, PyClass};
 
 use crate::arrays::{ascontiguous, contiguous_memory, received_array};
@@ -73,7 +73,7 @@ macro_rules! plain_fields {
     )*};
 }
 
-plain_fields!(bool, u8, u16, u32, u64, i32, i64, String, Vec<i64>);
+plain_fields!(bool, u8, u16, u32, u64, i32, i64, String);
 
 /// A Rust message with a Python class (implemented by `messages!`).
 pub(crate) trait PyMessage: Message {
@@ -95,7 +95,7 @@ impl<M: PyMessage> PyField for M {
         Py::new(py, M::default().read_fields(py)?)
     }
     fn write(stored: &Self::Stored, py: Python<'_>, target: &mut M, buffers: Buffers) -> PyResult<()> {
-        M::write_fields(&stored.bind(py).borrow(), py, target, buffers)
+        M::write_fields(&*stored.bind(py).try_borrow()?, py, target, buffers)
     }
     fn read(value: M, py: Python<'_>) -> PyResult<Self::Stored> {
         Py::new(py, value.read_fields(py)?)
@@ -111,26 +111,97 @@ impl<M: PyMessage> PyField for M {
     }
 }
 
-impl<M: PyMessage> PyField for Vec<M> {
-    type Stored = Vec<Py<M::Class>>;
-    fn default_stored(_: Python<'_>) -> PyResult<Self::Stored> {
-        Ok(Vec::new())
+/// A sequence field: a Python list held by reference, as rclpy holds it, so
+/// `msg.layout.dim.append(d)` changes `msg`.
+/// Elements are checked on assignment, as rclpy checks them, and again when
+/// the message is published or serialized (after an `append`).
+pub(crate) struct List<T>(Py<PyList>, PhantomData<fn() -> T>);
+
+impl<'a, 'py, T: ListItem> FromPyObject<'a, 'py> for List<T> {
+    type Error = PyErr;
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(list) = obj.cast::<PyList>() {
+            for item in list.iter() {
+                T::write_item(&item, Buffers::Keep)?;
+            }
+            return Ok(List(list.to_owned().unbind(), PhantomData));
+        }
+        if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err("a sequence field takes a list, not a string"));
+        }
+        let items = obj.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a sequence field takes a list, not {}",
+                obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+        let list = PyList::empty(obj.py());
+        for item in items {
+            let item = item?;
+            T::write_item(&item, Buffers::Keep)?;
+            list.append(item)?;
+        }
+        Ok(List(list.unbind(), PhantomData))
     }
-    fn write(stored: &Self::Stored, py: Python<'_>, target: &mut Vec<M>, buffers: Buffers) -> PyResult<()> {
-        *target = stored
-            .iter()
-            .map(|item| {
-                let mut m = M::default();
-                M::write_fields(&item.bind(py).borrow(), py, &mut m, buffers).map(|()| m)
-            })
-            .collect::<PyResult<_>>()?;
+}
+
+impl<'py, T> IntoPyObject<'py> for &List<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = std::convert::Infallible;
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0.bind(py).clone().into_any())
+    }
+}
+
+/// An element type of sequence fields.
+pub(crate) trait ListItem: Sized {
+    fn write_item(item: &Bound<'_, PyAny>, buffers: Buffers) -> PyResult<Self>;
+    fn read_item(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+}
+
+impl ListItem for i64 {
+    fn write_item(item: &Bound<'_, PyAny>, _: Buffers) -> PyResult<i64> {
+        item.extract()
+    }
+    fn read_item(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.into_bound_py_any(py)?.unbind())
+    }
+}
+
+impl<M: PyMessage> ListItem for M {
+    fn write_item(item: &Bound<'_, PyAny>, buffers: Buffers) -> PyResult<M> {
+        let obj = item.cast::<M::Class>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a sequence of {} holds a {}",
+                M::TYPE_NAME,
+                item.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+        let mut m = M::default();
+        M::write_fields(&*obj.try_borrow()?, item.py(), &mut m, buffers)?;
+        Ok(m)
+    }
+    fn read_item(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(Py::new(py, self.read_fields(py)?)?.into_any())
+    }
+}
+
+impl<T: ListItem> PyField for Vec<T> {
+    type Stored = List<T>;
+    fn default_stored(py: Python<'_>) -> PyResult<List<T>> {
+        Ok(List(PyList::empty(py).unbind(), PhantomData))
+    }
+    fn write(stored: &List<T>, py: Python<'_>, target: &mut Vec<T>, buffers: Buffers) -> PyResult<()> {
+        *target = stored.0.bind(py).iter().map(|item| T::write_item(&item, buffers)).collect::<PyResult<_>>()?;
         Ok(())
     }
-    fn read(value: Vec<M>, py: Python<'_>) -> PyResult<Self::Stored> {
-        value.into_iter().map(|m| Py::new(py, m.read_fields(py)?)).collect()
+    fn read(value: Vec<T>, py: Python<'_>) -> PyResult<List<T>> {
+        let items = value.into_iter().map(|v| v.read_item(py)).collect::<PyResult<Vec<_>>>()?;
+        Ok(List(PyList::new(py, items)?.unbind(), PhantomData))
     }
-    fn object<'py>(stored: &Self::Stored, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        stored.into_bound_py_any(py)
+    fn object<'py>(stored: &List<T>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(stored.0.bind(py).clone().into_any())
     }
 }
 
@@ -175,6 +246,18 @@ impl<E: DataElement> Data<E> {
         }
         let numpy = py.import("numpy")?;
         let dt = dtype::<E>(py);
+        if element.size != 1 {
+            // A buffer of another element type (array.array('d'), ...) must not
+            // be reinterpreted as this one: numpy reads its format, the array
+            // check above compares it.
+            // Plain bytes are words in the machine's order, as on the wire.
+            if let Ok(view) = py.get_type::<pyo3::types::PyMemoryView>().call1((obj,)) {
+                let typed = numpy.call_method1("asarray", (view,))?;
+                if typed.cast::<PyUntypedArray>()?.dtype().itemsize() != 1 {
+                    return Data::from_object(&typed);
+                }
+            }
+        }
         match numpy.call_method1("frombuffer", (obj, &dt)) {
             Ok(array) => Ok(Data { array: array.unbind(), element: PhantomData }),
             Err(e) if e.is_instance_of::<PyTypeError>(py) => {

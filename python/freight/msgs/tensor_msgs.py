@@ -40,7 +40,10 @@ def from_numpy(array, *, data=None):
 def to_numpy(tensor):
     """``tensor``'s data as an array of its dtype and shape (a view: no copy)."""
     kind = _KINDS.get(tensor.dtype_code)
-    if kind is None or tensor.dtype_lanes != 1 or tensor.dtype_bits % 8:
+    # The widths numpy gives the same meaning as DLPack on every platform
+    # (numpy's 128-bit float is x86's 80-bit long double, not IEEE quad).
+    widths = (16, 32, 64) if kind == "f" else (8, 16, 32, 64)
+    if kind is None or tensor.dtype_lanes != 1 or tensor.dtype_bits not in widths:
         raise TypeError(
             f"no numpy dtype for DLPack code {tensor.dtype_code}, {tensor.dtype_bits} bits, {tensor.dtype_lanes} lanes"
         )
@@ -51,7 +54,7 @@ def to_numpy(tensor):
     # tensor from the network cannot make the view reach past its buffer.
     try:
         return np.ndarray(tuple(tensor.shape), dtype, buffer=data, offset=tensor.byte_offset, strides=strides)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OverflowError) as e:
         raise ValueError(f"tensor of shape {list(tensor.shape)} and {dtype} does not fit its {data.nbytes} data bytes: {e}") from None
 
 

@@ -1,0 +1,359 @@
+"""DLPack export of received and loaned buffers (`np.from_dlpack`, `torch.from_dlpack`).
+
+A received buffer is read-only memory other subscribers read too: it is exported
+only to consumers that understand DLPack 1.0's read-only flag. A loan is
+writable until it is published. Exports never copy unless asked to.
+"""
+
+import ctypes
+import gc
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import freight
+from freight.msgs.std_msgs import UInt8MultiArray, UInt64MultiArray
+
+TAKE_TIMEOUT = 5.0  # seconds: only "it arrived at all"
+
+needs_numpy_dlpack_1 = pytest.mark.skipif(
+    tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1),
+    reason="numpy >= 2.1 is the first to import read-only DLPack 1.0 tensors and take copy=/device=",
+)
+
+# ------------------------------------------------------------------ DLPack structs, read through ctypes
+
+DL_CPU = 1
+READ_ONLY = 1 << 0
+IS_COPIED = 1 << 1
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer.restype = ctypes.c_void_p
+
+
+def capsule_is(capsule, name):
+    return _capsule_is_valid(capsule, name.encode()) == 1
+
+
+def read_versioned(capsule):
+    """The DLManagedTensorVersioned a `dltensor_versioned` capsule points at (a view: keep the capsule alive)."""
+    assert capsule_is(capsule, "dltensor_versioned")
+    return DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
+
+
+def read_legacy(capsule):
+    """The DLManagedTensor a `dltensor` capsule points at (a view: keep the capsule alive)."""
+    assert capsule_is(capsule, "dltensor")
+    return DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def address(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def take(sub):
+    msg = sub.take(timeout_sec=TAKE_TIMEOUT)
+    assert msg is not None, "no message arrived"
+    return msg
+
+
+class RemoteSubscriber:
+    """A subscription in a child process. While one exists, a publisher sends
+    through shared memory (iceoryx2) to every subscription, this process's too."""
+
+    def __init__(self, msg_type, topic):
+        module, name = msg_type.__module__, msg_type.__name__
+        code = (
+            "import sys, freight\n"
+            f"from {module} import {name}\n"
+            "ctx = freight.Context(local_only=True)\n"
+            "node = freight.Node('remote_subscriber', context=ctx)\n"
+            f"sub = node.create_subscription({name}, {topic!r}, None, freight.qos_profile_sensor_data)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.close()
+            pytest.fail(f"the child subscriber did not start (printed {line!r})")
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()
+
+
+def wait_for_subscriptions(pub, count):
+    deadline = time.monotonic() + TAKE_TIMEOUT
+    while pub.get_subscription_count() < count:
+        assert time.monotonic() < deadline, f"only {pub.get_subscription_count()} of {count} subscriptions matched"
+        time.sleep(0.01)
+
+
+@pytest.fixture(params=["intra", "shm"])
+def route(request):
+    """How messages travel: `intra` (in-process, by pointer) or `shm` (shared
+    memory, forced by a subscription in a child process)."""
+    return request.param
+
+
+@pytest.fixture
+def channel(request, node, topic, route):
+    """`make(msg_type)`: a publisher and a subscription on the topic, over `route`."""
+    remotes = []
+
+    def make(msg_type):
+        pub = node.create_publisher(msg_type, topic, 5)
+        sub = node.create_subscription(msg_type, topic, None, 5)
+        if route == "shm":
+            remotes.append(RemoteSubscriber(msg_type, topic))
+            wait_for_subscriptions(pub, 2)
+        return pub, sub
+
+    yield make
+    for r in remotes:
+        r.close()
+
+
+def received_bytes(channel, values=(1, 2, 3, 250)):
+    pub, sub = channel(UInt8MultiArray)
+    pub.publish(UInt8MultiArray(data=np.array(values, np.uint8)))
+    return take(sub)
+
+
+# ------------------------------------------------------------------ received buffers
+
+
+@needs_numpy_dlpack_1
+def test_from_dlpack_of_received_data_shares_its_memory_read_only(channel, route):
+    msg = received_bytes(channel)
+    assert msg.data.base.backend == ("shm" if route == "shm" else "cpu")
+    for source in (msg.data, msg.data.base):
+        view = np.from_dlpack(source)
+        assert address(view) == address(msg.data) == msg.data.base.address
+        assert view.ctypes.data == msg.data.ctypes.data
+        assert view.flags.writeable is False
+        assert view.tolist() == [1, 2, 3, 250]
+        with pytest.raises(ValueError):
+            view[0] = 0
+
+
+@needs_numpy_dlpack_1
+def test_from_dlpack_of_received_uint64_data_keeps_its_dtype(channel):
+    pub, sub = channel(UInt64MultiArray)
+    pub.publish(UInt64MultiArray(data=np.array([1, 2**64 - 1], np.uint64)))
+    msg = take(sub)
+    view = np.from_dlpack(msg.data.base)
+    assert view.dtype == np.uint64
+    assert view.tolist() == [1, 2**64 - 1]
+    assert address(view) == address(msg.data)
+    assert msg.data.base.nbytes == 16
+
+
+def test_legacy_dlpack_export_of_received_memory_raises_buffer_error(channel):
+    base = received_bytes(channel).data.base
+    with pytest.raises(BufferError, match="read-only"):
+        base.__dlpack__()
+    with pytest.raises(BufferError, match="read-only"):
+        base.__dlpack__(max_version=(0, 8))
+
+
+def test_versioned_dlpack_export_describes_the_received_memory_as_read_only(channel):
+    msg = received_bytes(channel)
+    capsule = msg.data.base.__dlpack__(max_version=(1, 0))
+    assert capsule_is(capsule, "dltensor_versioned")
+    managed = read_versioned(capsule)
+    assert (managed.major, managed.minor) == (1, 0)
+    assert managed.flags & READ_ONLY
+    assert not managed.flags & IS_COPIED
+    tensor = managed.dl_tensor
+    assert tensor.data == msg.data.base.address
+    assert (tensor.device.device_type, tensor.device.device_id) == (DL_CPU, 0)
+    assert tensor.ndim == 1 and tensor.shape[0] == 4
+    assert (tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes) == (1, 8, 1)  # kDLUInt, 8 bits
+    assert tensor.byte_offset == 0
+    del capsule  # never consumed: its destructor frees it
+
+
+def test_dlpack_device_is_the_cpu(channel):
+    base = received_bytes(channel).data.base
+    assert base.__dlpack_device__() == (1, 0)
+
+
+def test_export_to_another_device_raises_buffer_error(channel):
+    base = received_bytes(channel).data.base
+    with pytest.raises(BufferError, match="device"):
+        base.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+    assert capsule_is(base.__dlpack__(max_version=(1, 0), dl_device=(1, 0)), "dltensor_versioned")
+
+
+@needs_numpy_dlpack_1
+def test_copy_true_exports_a_private_copy_of_the_same_bytes(channel):
+    msg = received_bytes(channel)
+    base = msg.data.base
+    capsule = base.__dlpack__(max_version=(1, 0), copy=True)
+    managed = read_versioned(capsule)
+    assert managed.flags & IS_COPIED
+    assert managed.dl_tensor.data != base.address
+    del capsule
+
+    copied = np.from_dlpack(base, copy=True)
+    assert address(copied) != address(msg.data)
+    assert copied.tolist() == msg.data.tolist()
+    copied[0] = 99  # a private copy: writing to it leaves the message alone
+    assert msg.data[0] == 1
+
+    same = np.from_dlpack(base, copy=False)
+    assert address(same) == address(msg.data)
+
+
+@needs_numpy_dlpack_1
+def test_numpy_refuses_another_device_for_a_received_buffer(channel):
+    base = received_bytes(channel).data.base
+    with pytest.raises((BufferError, ValueError)):
+        np.from_dlpack(base, device=(2, 0))
+
+
+@needs_numpy_dlpack_1
+def test_a_dlpack_view_keeps_the_received_sample_alive(channel):
+    msg = received_bytes(channel, values=range(100, 164))
+    view = np.from_dlpack(msg.data.base)
+    del msg
+    gc.collect()
+    assert view.tolist() == list(range(100, 164))
+
+
+def test_len_and_nbytes_of_a_received_buffer(channel):
+    base = received_bytes(channel, values=range(10)).data.base
+    assert len(base) == base.nbytes == 10
+
+
+# ------------------------------------------------------------------ loans
+
+
+@needs_numpy_dlpack_1
+def test_dlpack_of_a_loan_is_a_writable_view_of_it(node, topic):
+    pub = node.create_publisher(UInt8MultiArray, topic, 5)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, 5)
+    arr = pub.loan(8, np.uint8)
+    view = np.from_dlpack(arr.base)
+    assert view.flags.writeable is True
+    assert address(view) == address(arr) == arr.base.address
+    view[:] = np.arange(8)
+    assert arr.tolist() == list(range(8))
+    pub.publish(UInt8MultiArray(data=arr))
+    assert take(sub).data.tolist() == list(range(8))
+
+
+def test_a_loan_exports_legacy_and_versioned_capsules_as_writable(node, topic):
+    pub = node.create_publisher(UInt64MultiArray, topic, 5)
+    arr = pub.loan(3, np.uint64)
+    legacy_capsule = arr.base.__dlpack__()
+    legacy = read_legacy(legacy_capsule)
+    assert legacy.dl_tensor.data == address(arr)
+    assert (legacy.dl_tensor.dtype.code, legacy.dl_tensor.dtype.bits) == (1, 64)
+    assert legacy.dl_tensor.shape[0] == 3
+    versioned_capsule = arr.base.__dlpack__(max_version=(1, 0))
+    versioned = read_versioned(versioned_capsule)
+    assert not versioned.flags & READ_ONLY
+    assert versioned.dl_tensor.data == address(arr)
+    assert arr.base.__dlpack_device__() == (1, 0)
+
+
+def test_a_published_loan_can_no_longer_be_exported(node, topic):
+    pub = node.create_publisher(UInt8MultiArray, topic, 5)
+    node.create_subscription(UInt8MultiArray, topic, None, 5)
+    arr = pub.loan(4, np.uint8)
+    arr[:] = 0
+    pub.publish(UInt8MultiArray(data=arr))
+    for kwargs in ({}, {"max_version": (1, 0)}):
+        with pytest.raises((BufferError, ValueError), match="published"):
+            arr.base.__dlpack__(**kwargs)
+
+
+# ------------------------------------------------------------------ torch
+
+
+def test_torch_from_dlpack_views_received_data_without_a_copy(channel):
+    torch = pytest.importorskip("torch", reason="torch is not installed (it is optional; CI does not have it)")
+    msg = received_bytes(channel)
+    try:
+        tensor = torch.from_dlpack(msg.data.base)
+    except (BufferError, RuntimeError) as e:
+        # torch has no read-only tensors: a version that asks for DLPack < 1.0,
+        # or refuses the read-only flag, cannot take a received buffer.
+        pytest.skip(f"torch {torch.__version__} does not import read-only DLPack tensors: {e}")
+    assert tensor.data_ptr() == msg.data.base.address
+    assert tensor.tolist() == [1, 2, 3, 250]
+    assert tensor.device.type == "cpu"
+
+
+def test_torch_from_dlpack_writes_into_a_loan(node, topic):
+    torch = pytest.importorskip("torch", reason="torch is not installed (it is optional; CI does not have it)")
+    pub = node.create_publisher(UInt8MultiArray, topic, 5)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, 5)
+    arr = pub.loan(4, np.uint8)
+    tensor = torch.from_dlpack(arr.base)
+    assert tensor.data_ptr() == address(arr)
+    tensor.fill_(7)
+    pub.publish(UInt8MultiArray(data=arr))
+    assert take(sub).data.tolist() == [7, 7, 7, 7]
+
+
+def test_freight_exports_its_buffer_classes():
+    assert freight.ReceivedBuffer.__name__ == "ReceivedBuffer"
+    assert freight.LoanedBuffer.__name__ == "LoanedBuffer"
