@@ -2,8 +2,8 @@
 //!
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
 //! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
-//! `topic` (inspection, as `ros2 topic`) and the hidden `bench peer` (the subscriber process
-//! the benchmark starts).
+//! `topic` (inspection and a test publisher, as `ros2 topic`) and the hidden `bench peer` (the
+//! subscriber process the benchmark starts).
 
 mod bench;
 mod demo;
@@ -54,6 +54,13 @@ COMMANDS IN DETAIL
       the subscription receives buffers in. echo, hz and bw decode the built-in message
       types; large fields are summarized, never printed. --duration SECS bounds hz and bw.
 
+  freight topic pub TOPIC TYPE [--size BYTES | --width W --height H] [--rate HZ] [--count N]
+      Publishes generated std_msgs/msg/UInt8MultiArray or sensor_msgs/msg/Image messages,
+      written straight into shared memory; message k has data byte i = (k + i) % 251, so
+      receivers can check them. stdout: `published <k> <bytes> bytes` per message (above
+      10 Hz once a second, with the rate). --wait-for-subscribers N holds the first message
+      back; --qos sensor publishes best effort. It runs until --count or Ctrl-C.
+
 ERRORS
       Errors are printed as `error: <what went wrong>; <what to do>`; the exit status is 1.";
 
@@ -84,7 +91,7 @@ process over each transport, spinning and blocking, and print the comparison tab
 
 This is `freight bench latency` with fixed arguments.")]
     Demo(demo::DemoArgs),
-    /// Inspect topics on this host, as `ros2 topic` does: list, info -v, echo, hz, bw.
+    /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
 }

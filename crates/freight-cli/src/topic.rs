@@ -1,6 +1,9 @@
-//! `freight topic`: `list`, `info`, `echo`, `hz`, `bw`, as `ros2 topic` does:
+//! `freight topic`: `list`, `info`, `echo`, `hz`, `bw`, `pub`, as `ros2 topic` does:
 //! this host's shared-memory plane and, over DDS, every other ROS 2 endpoint
-//! of the domain (freight on other hosts, stock ROS 2 nodes).
+//! of the domain (freight on other hosts, stock ROS 2 nodes). `pub` lives in
+//! [`publish`].
+
+mod publish;
 
 use std::time::{Duration, Instant};
 
@@ -62,7 +65,27 @@ pub enum TopicCommand {
         #[command(flatten)]
         common: ReceiveArgs,
     },
+    /// Publish generated messages (a UInt8MultiArray or an Image of any size), written
+    /// straight into shared memory.
+    #[command(long_about = PUB_ABOUT)]
+    Pub(publish::PubArgs),
 }
+
+const PUB_ABOUT: &str = "\
+Publish generated messages (a UInt8MultiArray or an Image of any size), written straight
+into shared memory, as `ros2 topic pub` does for large data.
+
+Message k (counted from 0) has data byte i = (k + i) % 251, so receivers can check every
+byte. A std_msgs/msg/UInt8MultiArray has --size bytes and layout.data_offset = k; a
+sensor_msgs/msg/Image is --width x --height bgra8 (step width*4), frame_id `freight`,
+stamped with the wall clock.
+
+stdout has one line per message, `published <k> <bytes> bytes`; above 10 Hz one line per
+second for the latest message, with `(<n> messages in <secs> s, <rate> Hz)` appended. The
+last message always gets a line. While --wait-for-subscribers holds it back:
+`waiting for <N> subscription(s) on <topic>: <m> matched`. Warnings go to stderr.
+
+It runs until --count messages are out or until Ctrl-C / SIGTERM (a clean exit, status 0).";
 
 /// The ROS domain to look at.
 #[derive(Debug, Clone, Args)]
@@ -113,6 +136,7 @@ pub fn run(cmd: TopicCommand) -> Result<(), String> {
         }
         TopicCommand::Hz { topic, common } => receive(&topic, &common, Mode::Hz),
         TopicCommand::Bw { topic, common } => receive(&topic, &common, Mode::Bw),
+        TopicCommand::Pub(args) => publish::run(&args).map_err(|e| e.to_string()),
     }
 }
 

@@ -73,7 +73,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub use args::{format_size, parse_seconds, Lang, LatencyArgs, PeerArgs, TransportKind};
+pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerArgs, TransportKind};
 pub use harness::RunPlan;
 pub use report::RowStats;
 pub use transport::{Placement, Transport, WaitMode};
