@@ -28,6 +28,7 @@ memory, not a copy. Other hosts and stock ROS 2 nodes are reached over DDS
 from freight._native import Context, LoanedBuffer, Publisher, ReceivedBuffer, Subscription
 from freight.clock import Clock, Time
 from freight.context import init, ok, shutdown
+from freight import errors as _errors
 from freight.errors import (
     BackendError,
     ContextError,
@@ -106,16 +107,4 @@ __all__ = [
     "DurabilityPolicy",
     "qos_profile_sensor_data",
     "qos_profile_system_default",
-    "FreightError",
-    "ContextError",
-    "InvalidNameError",
-    "TypeMismatchError",
-    "LimitError",
-    "TooManyHeldError",
-    "QueueFullError",
-    "LoanError",
-    "MalformedMessageError",
-    "BackendError",
-    "SharedMemoryError",
-    "NetworkError",
-]
+] + _errors.__all__

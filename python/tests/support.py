@@ -17,8 +17,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
+import pytest
 
 # The peers import this module too, without pytest: conftest is not imported.
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -199,3 +201,55 @@ def first_mismatch(array, k):
             return int(bad[0] * PERIOD + np.nonzero(row != _period(k))[0][0])
     tail = np.nonzero(flat[whole:] != _period(k)[: flat.size - whole])[0]
     return int(whole + tail[0]) if tail.size else None
+
+
+#: Seconds an in-process test waits for a message: only "it arrived at all".
+TAKE_TIMEOUT = 5.0
+
+
+def take(sub):
+    """The next message of `sub`, failing the test when none comes."""
+    msg = sub.take(timeout_sec=TAKE_TIMEOUT)
+    assert msg is not None, "no message arrived"
+    return msg
+
+
+def wait_for_subscriptions(pub, count):
+    deadline = time.monotonic() + TAKE_TIMEOUT
+    while pub.get_subscription_count() < count:
+        assert time.monotonic() < deadline, f"only {pub.get_subscription_count()} of {count} subscriptions matched"
+        time.sleep(0.01)
+
+
+class RemoteSubscriber:
+    """A subscription in a child process. While one exists, a publisher sends
+    through shared memory (iceoryx2) to every subscription, this process's too."""
+
+    def __init__(self, msg_type, topic):
+        module, name = msg_type.__module__, msg_type.__name__
+        code = (
+            "import sys, freight\n"
+            f"from {module} import {name}\n"
+            "ctx = freight.Context(local_only=True)\n"
+            "node = freight.Node('remote_subscriber', context=ctx)\n"
+            f"sub = node.create_subscription({name}, {topic!r}, None, freight.qos_profile_sensor_data)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.close()
+            pytest.fail(f"the child subscriber did not start (printed {line!r})")
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stdout.close()

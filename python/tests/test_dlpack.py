@@ -7,17 +7,14 @@ writable until it is published. Exports never copy unless asked to.
 
 import ctypes
 import gc
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
 import freight
 from freight.msgs.std_msgs import UInt8MultiArray, UInt64MultiArray
+from support import RemoteSubscriber, array_address, take, wait_for_subscriptions
 
-TAKE_TIMEOUT = 5.0  # seconds: only "it arrived at all"
 
 needs_numpy_dlpack_1 = pytest.mark.skipif(
     tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1),
@@ -93,57 +90,6 @@ def read_legacy(capsule):
 # ------------------------------------------------------------------ helpers
 
 
-def address(arr):
-    return arr.__array_interface__["data"][0]
-
-
-def take(sub):
-    msg = sub.take(timeout_sec=TAKE_TIMEOUT)
-    assert msg is not None, "no message arrived"
-    return msg
-
-
-class RemoteSubscriber:
-    """A subscription in a child process. While one exists, a publisher sends
-    through shared memory (iceoryx2) to every subscription, this process's too."""
-
-    def __init__(self, msg_type, topic):
-        module, name = msg_type.__module__, msg_type.__name__
-        code = (
-            "import sys, freight\n"
-            f"from {module} import {name}\n"
-            "ctx = freight.Context(local_only=True)\n"
-            "node = freight.Node('remote_subscriber', context=ctx)\n"
-            f"sub = node.create_subscription({name}, {topic!r}, None, freight.qos_profile_sensor_data)\n"
-            "print('ready', flush=True)\n"
-            "sys.stdin.read()\n"
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        line = self.process.stdout.readline()
-        if line.strip() != "ready":
-            self.close()
-            pytest.fail(f"the child subscriber did not start (printed {line!r})")
-
-    def close(self):
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process.stdout.close()
-
-
-def wait_for_subscriptions(pub, count):
-    deadline = time.monotonic() + TAKE_TIMEOUT
-    while pub.get_subscription_count() < count:
-        assert time.monotonic() < deadline, f"only {pub.get_subscription_count()} of {count} subscriptions matched"
-        time.sleep(0.01)
-
-
 @pytest.fixture(params=["intra", "shm"])
 def route(request):
     """How messages travel: `intra` (in-process, by pointer) or `shm` (shared
@@ -184,7 +130,7 @@ def test_from_dlpack_of_received_data_shares_its_memory_read_only(channel, route
     assert msg.data.base.backend == ("shm" if route == "shm" else "cpu")
     for source in (msg.data, msg.data.base):
         view = np.from_dlpack(source)
-        assert address(view) == address(msg.data) == msg.data.base.address
+        assert array_address(view) == array_address(msg.data) == msg.data.base.address
         assert view.ctypes.data == msg.data.ctypes.data
         assert view.flags.writeable is False
         assert view.tolist() == [1, 2, 3, 250]
@@ -200,7 +146,7 @@ def test_from_dlpack_of_received_uint64_data_keeps_its_dtype(channel):
     view = np.from_dlpack(msg.data.base)
     assert view.dtype == np.uint64
     assert view.tolist() == [1, 2**64 - 1]
-    assert address(view) == address(msg.data)
+    assert array_address(view) == array_address(msg.data)
     assert msg.data.base.nbytes == 16
 
 
@@ -252,13 +198,13 @@ def test_copy_true_exports_a_private_copy_of_the_same_bytes(channel):
     del capsule
 
     copied = np.from_dlpack(base, copy=True)
-    assert address(copied) != address(msg.data)
+    assert array_address(copied) != array_address(msg.data)
     assert copied.tolist() == msg.data.tolist()
     copied[0] = 99  # a private copy: writing to it leaves the message alone
     assert msg.data[0] == 1
 
     same = np.from_dlpack(base, copy=False)
-    assert address(same) == address(msg.data)
+    assert array_address(same) == array_address(msg.data)
 
 
 @needs_numpy_dlpack_1
@@ -292,7 +238,7 @@ def test_dlpack_of_a_loan_is_a_writable_view_of_it(node, topic):
     arr = pub.loan(8, np.uint8)
     view = np.from_dlpack(arr.base)
     assert view.flags.writeable is True
-    assert address(view) == address(arr) == arr.base.address
+    assert array_address(view) == array_address(arr) == arr.base.address
     view[:] = np.arange(8)
     assert arr.tolist() == list(range(8))
     pub.publish(UInt8MultiArray(data=arr))
@@ -304,13 +250,13 @@ def test_a_loan_exports_legacy_and_versioned_capsules_as_writable(node, topic):
     arr = pub.loan(3, np.uint64)
     legacy_capsule = arr.base.__dlpack__()
     legacy = read_legacy(legacy_capsule)
-    assert legacy.dl_tensor.data == address(arr)
+    assert legacy.dl_tensor.data == array_address(arr)
     assert (legacy.dl_tensor.dtype.code, legacy.dl_tensor.dtype.bits) == (1, 64)
     assert legacy.dl_tensor.shape[0] == 3
     versioned_capsule = arr.base.__dlpack__(max_version=(1, 0))
     versioned = read_versioned(versioned_capsule)
     assert not versioned.flags & READ_ONLY
-    assert versioned.dl_tensor.data == address(arr)
+    assert versioned.dl_tensor.data == array_address(arr)
     assert arr.base.__dlpack_device__() == (1, 0)
 
 
@@ -348,7 +294,7 @@ def test_torch_from_dlpack_writes_into_a_loan(node, topic):
     sub = node.create_subscription(UInt8MultiArray, topic, None, 5)
     arr = pub.loan(4, np.uint8)
     tensor = torch.from_dlpack(arr.base)
-    assert tensor.data_ptr() == address(arr)
+    assert tensor.data_ptr() == array_address(arr)
     tensor.fill_(7)
     pub.publish(UInt8MultiArray(data=arr))
     assert take(sub).data.tolist() == [7, 7, 7, 7]

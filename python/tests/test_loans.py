@@ -14,18 +14,7 @@ import freight
 from freight.msgs.sensor_msgs import Image
 from freight.msgs.std_msgs import Header, MultiArrayDimension, UInt8MultiArray, UInt64MultiArray
 from freight.msgs.tensor_msgs import Tensor
-
-TAKE_TIMEOUT = 5.0  # seconds: only "it arrived at all"
-
-
-def address(arr):
-    return arr.__array_interface__["data"][0]
-
-
-def take(sub):
-    msg = sub.take(timeout_sec=TAKE_TIMEOUT)
-    assert msg is not None, "no message arrived"
-    return msg
+from support import array_address, take
 
 
 @pytest.fixture
@@ -56,7 +45,7 @@ def test_a_loan_is_a_writable_c_contiguous_array_of_the_shape_and_dtype(pubsub, 
     assert isinstance(arr.base, freight.LoanedBuffer)
     assert arr.base.published is False
     assert arr.base.nbytes == arr.nbytes == len(arr.base)
-    assert arr.base.address == address(arr)
+    assert arr.base.address == array_address(arr)
     arr[...] = np.ones(shape, dtype)  # every byte is writable
     assert (arr == np.ones(shape, dtype)).all()
 
@@ -81,7 +70,7 @@ def test_a_loan_published_is_received_without_a_copy_and_turns_read_only(pubsub)
 
     msg = take(sub)
     assert msg.data.tolist() == list(range(20))
-    assert address(msg.data) == address(arr)  # the subscriber views the loan itself
+    assert array_address(msg.data) == array_address(arr)  # the subscriber views the loan itself
     assert msg.data.flags.writeable is False
 
 
@@ -97,7 +86,7 @@ def test_an_image_loan_keeps_its_pixels_and_small_fields(node, topic):
     assert (msg.height, msg.width, msg.encoding, msg.step) == (2, 3, "rgba8", 12)
     assert (msg.header.frame_id, msg.header.stamp.sec) == ("cam", 42)
     assert msg.data.reshape(2, 3, 4).tolist() == np.arange(24).reshape(2, 3, 4).tolist()
-    assert address(msg.data) == address(frame)
+    assert array_address(msg.data) == array_address(frame)
 
 
 def test_a_loan_of_another_dtype_is_received_as_its_bytes(pubsub):
@@ -134,7 +123,7 @@ def test_a_uint64_loan_is_received_as_uint64(node, topic):
     msg = take(sub)
     assert msg.data.dtype == np.uint64
     assert msg.data.tolist() == [0, 2**63, 2**64 - 1]
-    assert address(msg.data) == address(words)
+    assert array_address(msg.data) == array_address(words)
 
 
 def test_publishing_the_same_loan_twice_raises_loan_error(pubsub):
@@ -168,7 +157,7 @@ def test_a_view_of_a_loan_is_published_by_copy_and_the_loan_stays_usable(pubsub,
     pub.publish(UInt8MultiArray(data=view))
     msg = take(sub)
     assert msg.data.tobytes() == np.ascontiguousarray(view).tobytes()
-    assert address(msg.data) != address(arr)  # a copy
+    assert array_address(msg.data) != array_address(arr)  # a copy
     # The loan itself was not published: still writable, and publishable once.
     assert arr.base.published is False
     assert arr.flags.writeable
@@ -176,7 +165,7 @@ def test_a_view_of_a_loan_is_published_by_copy_and_the_loan_stays_usable(pubsub,
     pub.publish(UInt8MultiArray(data=arr))
     again = take(sub)
     assert again.data.tolist() == [9] * 8
-    assert address(again.data) == address(arr)
+    assert array_address(again.data) == array_address(arr)
 
 
 def test_another_publishers_loan_is_published_by_copy(node, topic):
@@ -188,10 +177,10 @@ def test_another_publishers_loan_is_published_by_copy(node, topic):
     pub.publish(UInt8MultiArray(data=arr))
     msg = take(sub)
     assert msg.data.tolist() == [5] * 6
-    assert address(msg.data) != address(arr)
+    assert array_address(msg.data) != array_address(arr)
     assert arr.base.published is False and arr.flags.writeable
     other.publish(UInt8MultiArray(data=arr))  # its own publisher still sends it without a copy
-    assert address(take(sub).data) == address(arr)
+    assert array_address(take(sub).data) == array_address(arr)
 
 
 def test_a_loan_for_another_message_type_is_published_by_copy(node, topic):
@@ -297,7 +286,7 @@ def test_loans_dropped_without_publishing_do_not_break_the_next_ones(pubsub):
     pub.publish(UInt8MultiArray(data=last))
     msg = take(sub)
     assert msg.data.tolist() == [77] * 16
-    assert address(msg.data) == address(last)
+    assert array_address(msg.data) == array_address(last)
     for k, arr in enumerate(kept):
         arr[:] = k
         pub.publish(UInt8MultiArray(data=arr))

@@ -9,8 +9,6 @@ memory (iceoryx2) to every subscription, so that what only shared memory does
 """
 
 import gc
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -22,20 +20,10 @@ import freight
 from freight.msgs.sensor_msgs import Image
 from freight.msgs.std_msgs import Header, UInt8MultiArray, UInt64MultiArray
 from freight.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from support import RemoteSubscriber, TAKE_TIMEOUT, array_address, take
 
-TAKE_TIMEOUT = 5.0  # seconds: only "it arrived at all"
 #: Generous bound for "it returned at all"; never a performance figure.
 RETURNS_WITHIN = 5.0
-
-
-def address(arr):
-    return arr.__array_interface__["data"][0]
-
-
-def take(sub):
-    msg = sub.take(timeout_sec=TAKE_TIMEOUT)
-    assert msg is not None, "no message arrived"
-    return msg
 
 
 def wait_until(condition, what, timeout=RETURNS_WITHIN):
@@ -43,40 +31,6 @@ def wait_until(condition, what, timeout=RETURNS_WITHIN):
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.005)
-
-
-class RemoteSubscriber:
-    """A subscription in a child process. While one exists, a publisher sends
-    through shared memory (iceoryx2) to every subscription, this process's too."""
-
-    def __init__(self, msg_type, topic):
-        module, name = msg_type.__module__, msg_type.__name__
-        code = (
-            "import sys, freight\n"
-            f"from {module} import {name}\n"
-            "ctx = freight.Context(local_only=True)\n"
-            "node = freight.Node('remote_subscriber', context=ctx)\n"
-            f"sub = node.create_subscription({name}, {topic!r}, None, freight.qos_profile_sensor_data)\n"
-            "print('ready', flush=True)\n"
-            "sys.stdin.read()\n"
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        line = self.process.stdout.readline()
-        if line.strip() != "ready":
-            self.close()
-            pytest.fail(f"the child subscriber did not start (printed {line!r})")
-
-    def close(self):
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process.stdout.close()
 
 
 @pytest.fixture
@@ -316,7 +270,7 @@ def test_every_subscription_gets_an_equal_message_over_the_same_memory(node, top
     pub.publish(sent)
     got = [take(s) for s in subs]
     assert all(m == sent for m in got)
-    assert len({address(m.data) for m in got}) == 1  # in one process: one copy, shared by all
+    assert len({array_address(m.data) for m in got}) == 1  # in one process: one copy, shared by all
     assert all(m.data.base.backend == "cpu" for m in got)
     assert got[0] is not got[1]  # but each gets its own message object
     got[0].header.frame_id = "changed"

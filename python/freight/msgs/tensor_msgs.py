@@ -55,7 +55,9 @@ def to_numpy(tensor):
     try:
         return np.ndarray(tuple(tensor.shape), dtype, buffer=data, offset=tensor.byte_offset, strides=strides)
     except (ValueError, TypeError, OverflowError) as e:
-        raise ValueError(f"tensor of shape {list(tensor.shape)} and {dtype} does not fit its {data.nbytes} data bytes: {e}") from None
+        raise ValueError(
+            f"tensor of shape {list(tensor.shape)} and {dtype} does not fit its {data.nbytes} data bytes: {e}"
+        ) from None
 
 
 __all__ = ["Tensor", "from_numpy", "to_numpy"]
