@@ -224,7 +224,7 @@ pub(crate) fn parse_shape_dtype<'py>(
         } else {
             PyTypeError::new_err(format!(
                 "shape must be an int or a tuple of ints, not {}",
-                shape.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+                crate::errors::type_name(shape)
             ))
         }
     };

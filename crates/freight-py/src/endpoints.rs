@@ -271,7 +271,7 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
             PyTypeError::new_err(format!(
                 "this publisher sends {}, not {}",
                 M::TYPE_NAME,
-                msg.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+                crate::errors::type_name(msg)
             ))
         })?;
         let obj = obj.try_borrow()?;

@@ -12,6 +12,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
 
+/// The name of `obj`'s type, for messages that say what was given instead.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
 /// The exception classes of `freight.errors`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {

@@ -130,10 +130,7 @@ impl<'a, 'py, T: ListItem> FromPyObject<'a, 'py> for List<T> {
             return Err(PyTypeError::new_err("a sequence field takes a list, not a string"));
         }
         let items = obj.try_iter().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "a sequence field takes a list, not {}",
-                obj.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
-            ))
+            PyTypeError::new_err(format!("a sequence field takes a list, not {}", crate::errors::type_name(&obj)))
         })?;
         let list = PyList::empty(obj.py());
         for item in items {
@@ -172,11 +169,7 @@ impl ListItem for i64 {
 impl<M: PyMessage> ListItem for M {
     fn write_item(item: &Bound<'_, PyAny>, buffers: Buffers) -> PyResult<M> {
         let obj = item.cast::<M::Class>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "a sequence of {} holds a {}",
-                M::TYPE_NAME,
-                item.get_type().name().map_or_else(|_| "?".into(), |n| n.to_string())
-            ))
+            PyTypeError::new_err(format!("a sequence of {} holds a {}", M::TYPE_NAME, crate::errors::type_name(item)))
         })?;
         let mut m = M::default();
         M::write_fields(&*obj.try_borrow()?, item.py(), &mut m, buffers)?;
