@@ -21,7 +21,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-pub use freight_msg::{BackendKind, BackendSet, BufferStorage};
+pub use freight_msg::{BackendKind, BackendSet, BufferStorage, DeviceView};
 
 pub mod conformance;
 mod cpu;
@@ -140,6 +140,18 @@ pub trait WritableBlock: Send + fmt::Debug {
     fn host_mut(&mut self) -> Option<&mut [MaybeUninit<u8>]>;
     /// Copies `src` into the block at `offset` (a host-to-device copy for devices).
     fn write_from_host(&mut self, offset: usize, src: &[u8]) -> Result<(), WriteError>;
+    /// Where a device addresses the block, for writers that fill it with
+    /// kernels; `None` for memory only the CPU reaches.
+    fn device_view(&self) -> Option<DeviceView> {
+        None
+    }
+    /// Names the stream (a `CUstream` handle, `0` the legacy default stream)
+    /// that the writer's kernels and copies into this block were submitted to.
+    /// [`Backend::export`] orders readers after that stream's work up to the
+    /// export, without blocking the host. Backends the CPU writes ignore it.
+    fn set_write_stream(&mut self, stream: u64) {
+        let _ = stream;
+    }
     /// Lets `export` recover the concrete type.
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }

@@ -166,6 +166,20 @@ pub trait BufferStorage: Send + Sync + fmt::Debug {
     fn host_bytes_mut(&mut self) -> Option<&mut [u8]> {
         None
     }
+    /// Where a device addresses the bytes: CUDA device memory, or host memory
+    /// mapped for a device. `None` for memory only the CPU reaches.
+    fn device_view(&self) -> Option<DeviceView> {
+        None
+    }
+    /// Orders work later submitted to `stream` (a `CUstream` handle; `0` is the
+    /// legacy default stream, as in DLPack's `__dlpack__(stream=...)` also `1`)
+    /// after the writer's writes to this memory, without blocking the host.
+    /// Storage the host can already read in full (every host-memory backend)
+    /// needs no ordering and returns `Ok`.
+    fn order_on_stream(&self, stream: u64) -> Result<(), BufferError> {
+        let _ = stream;
+        Ok(())
+    }
     /// Copies the bytes to `dst` (which must be exactly [`BufferStorage::len`] long).
     fn copy_to_host(&self, dst: &mut [u8]) -> Result<(), BufferError> {
         if dst.len() != self.len() {
@@ -182,6 +196,24 @@ pub trait BufferStorage: Send + Sync + fmt::Debug {
             }),
         }
     }
+}
+
+/// Which device addresses a buffer's memory, and where.
+///
+/// The device is named by its UUID (as `cuDeviceGetUuid` reports it), which is
+/// the same in every process whatever `CUDA_VISIBLE_DEVICES` says; the ordinal
+/// is this process's index of that device, for APIs that want one (DLPack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceView {
+    /// Device address of the first byte (a `CUdeviceptr`).
+    pub ptr: u64,
+    /// This process's ordinal of the device.
+    pub ordinal: i32,
+    /// The device's UUID.
+    pub uuid: [u8; 16],
+    /// Whether the memory is host memory mapped for the device (`cuda-host`)
+    /// rather than device memory (`cuda`).
+    pub host_mapped: bool,
 }
 
 /// Heap bytes: the `cpu` backend's storage for data a user built.

@@ -45,6 +45,6 @@ mod macros;
 pub mod message;
 pub mod msgs;
 
-pub use buffer::{BackendKind, BackendSet, Buffer, BufferError, BufferStorage, Element, RawBuffer};
+pub use buffer::{BackendKind, BackendSet, Buffer, BufferError, BufferStorage, DeviceView, Element, RawBuffer};
 pub use cdr::{CdrReader, CdrWriter, DecodeError, EncodeError};
 pub use message::{BufferDecoder, BufferEncoder, CdrField, ElementInfo, Message};
