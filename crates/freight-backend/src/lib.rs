@@ -206,6 +206,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// import: it chose another representation, or never received the message.
     fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError>;
 
+    /// The UUID of the device whose memory this backend lends (`cuda`,
+    /// `cuda-host`, and the simulated device of `fake-device`); `None` for
+    /// host-only backends. A reader on another device cannot import this
+    /// backend's blocks and is sent host bytes instead.
+    fn device_uuid(&self) -> Option<[u8; 16]> {
+        None
+    }
+
     /// Releases the holds of readers whose process died; returns how many.
     /// Backends whose memory the frame owns have none.
     fn reclaim_dead_readers(&self) -> usize {
