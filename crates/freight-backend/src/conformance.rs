@@ -1,6 +1,6 @@
 //! The conformance suite: the behaviour every [`Backend`] must show, written
-//! once and run against each backend (`cpu`, `shm`, `fake-device` here; device
-//! backends from their own crates' tests).
+//! once and run against each backend (`tests/conformance.rs`: `cpu`, `shm`,
+//! `fake-device`, and `cuda` and `cuda-host` where a GPU is present).
 //!
 //! A backend is tested through a [`Harness`], which supplies the backend and
 //! builds message frames. [`run_all`] runs every check of [`CHECKS`]; each check
@@ -493,7 +493,7 @@ pub fn out_of_bounds_write_is_refused(h: &dyn Harness) {
             let src = vec![0xEE; n];
             assert_eq!(
                 block.write_from_host(offset, &src),
-                Err(WriteError { offset, len: n, block_len: len }),
+                Err(WriteError { offset, len: n, block_len: len, failure: None }),
                 "{label}: write of {n} bytes at {offset} into {len} bytes"
             );
         }

@@ -1,4 +1,4 @@
-//! What `cpu` and `shm` share: buffer bytes inside the message frame, described
+//! What `cpu`, `shm` and `cuda-host` share: buffer bytes inside the message frame, described
 //! by their offset and length.
 
 use std::mem::MaybeUninit;
@@ -19,6 +19,21 @@ pub(crate) struct InFrameBlock {
     slot: FrameSlot,
 }
 
+impl InFrameBlock {
+    /// A block over `slot`, which must be `len` bytes long.
+    pub(crate) fn new(backend: BackendKind, len: usize, slot: Option<FrameSlot>) -> Result<Self, AllocError> {
+        match slot {
+            Some(slot) if slot.len == len => Ok(InFrameBlock { backend, slot }),
+            _ => Err(AllocError::MissingSlot { backend, len }),
+        }
+    }
+
+    /// The frame region the block covers.
+    pub(crate) fn slot(&self) -> &FrameSlot {
+        &self.slot
+    }
+}
+
 impl WritableBlock for InFrameBlock {
     fn len(&self) -> usize {
         self.slot.len
@@ -34,7 +49,7 @@ impl WritableBlock for InFrameBlock {
         let block_len = self.slot.len;
         let end = offset.checked_add(src.len()).filter(|e| *e <= block_len);
         let Some(_) = end else {
-            return Err(WriteError { offset, len: src.len(), block_len });
+            return Err(WriteError { offset, len: src.len(), block_len, failure: None });
         };
         // SAFETY: `offset + src.len() <= len` was checked above; the region is
         // exclusively ours (see `host_mut`) and cannot overlap `src`, which the
@@ -49,10 +64,7 @@ impl WritableBlock for InFrameBlock {
 }
 
 pub(crate) fn allocate(backend: BackendKind, len: usize, slot: Option<FrameSlot>) -> Result<BlockMut, AllocError> {
-    match slot {
-        Some(slot) if slot.len == len => Ok(Box::new(InFrameBlock { backend, slot })),
-        _ => Err(AllocError::MissingSlot { backend, len }),
-    }
+    Ok(Box::new(InFrameBlock::new(backend, len, slot)?))
 }
 
 pub(crate) fn export(backend: BackendKind, block: BlockMut) -> Result<Descriptor, ExportError> {
@@ -60,9 +72,14 @@ pub(crate) fn export(backend: BackendKind, block: BlockMut) -> Result<Descriptor
     if block.backend != backend {
         return Err(ExportError::ForeignBlock);
     }
+    describe(&block.slot)
+}
+
+/// The descriptor of a frame region: its offset and length.
+pub(crate) fn describe(slot: &FrameSlot) -> Result<Descriptor, ExportError> {
     let mut d = [0u8; DESCRIPTOR_LEN];
-    d[..8].copy_from_slice(&(block.slot.offset as u64).to_le_bytes());
-    d[8..].copy_from_slice(&(block.slot.len as u64).to_le_bytes());
+    d[..8].copy_from_slice(&(slot.offset as u64).to_le_bytes());
+    d[8..].copy_from_slice(&(slot.len as u64).to_le_bytes());
     Descriptor::from_slice(&d)
 }
 

@@ -12,7 +12,15 @@
 //! |---|---|---|---|
 //! | `cpu` | in the frame | offset and length | a private copy, or a view when the frame is in-process heap |
 //! | `shm` | in the frame (shared memory) | offset and length | a view that keeps the sample alive |
-//! | `fake-device` | a pool in its own address space | pool, block, generation | a hold on the block; stale blocks refused |
+//! | `fake-device` | a simulated device: a pool in a shared-memory file | pool, block, generation, allocation, device UUID | a hold on the block; stale blocks and other devices refused |
+//! | `cuda` | CUDA device memory (`cuMemAlloc`) in a pool | as `fake-device`, plus the block's IPC memory and event handles | the block opened once per allocation (`cuIpcOpenMemHandle`), read in stream order |
+//! | `cuda-host` | in the frame (shared memory), page-locked and mapped for the GPU | offset and length | a view of the frame with a device pointer |
+//!
+//! `fake-device` and `cuda` share one pool protocol (`device_pool.rs`: holds
+//! per reader process, generations, size classes, idle blocks given back after
+//! [`DEFAULT_IDLE_TIME`], dead readers reclaimed), so everything but the CUDA
+//! calls themselves is tested on machines without a GPU. [`cuda::available`]
+//! says whether this machine can use the CUDA backends.
 //!
 //! Each backend passes the same [`conformance`] suite.
 #![deny(missing_docs)]
@@ -25,11 +33,15 @@ pub use freight_msg::{BackendKind, BackendSet, BufferStorage, DeviceView};
 
 pub mod conformance;
 mod cpu;
+pub mod cuda;
+mod device_pool;
 pub mod fake_device;
 mod in_frame;
 mod shm;
 
 pub use cpu::CpuBackend;
+pub use cuda::{CudaBackend, CudaError, CudaHostBackend};
+pub use device_pool::{PoolOptions, DEFAULT_IDLE_TIME};
 pub use fake_device::FakeDeviceBackend;
 pub use in_frame::DESCRIPTOR_LEN as IN_FRAME_DESCRIPTOR_LEN;
 pub use shm::ShmBackend;
@@ -86,8 +98,12 @@ unsafe impl Send for FrameSlot {}
 #[derive(Clone, PartialEq, Eq)]
 pub struct Descriptor(DescriptorBytes);
 
-const INLINE_DESCRIPTOR: usize = 112;
+/// Room for the longest descriptor any backend writes (`cuda`: 248 bytes).
+const INLINE_DESCRIPTOR: usize = 248;
 
+// Inline on purpose: describing a buffer does not allocate, and descriptors
+// live only for the length of a publish.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq, Eq)]
 enum DescriptorBytes {
     Inline(u8, [u8; INLINE_DESCRIPTOR]),
@@ -266,9 +282,9 @@ pub enum AllocError {
     },
 }
 
-/// Why [`WritableBlock::write_from_host`] failed.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("write of {len} bytes at offset {offset} overruns a block of {block_len} bytes")]
+/// Why [`WritableBlock::write_from_host`] failed: the write overruns the
+/// block, or (`failure` is set) the device refused the copy.
+#[derive(Debug, PartialEq, Eq)]
 pub struct WriteError {
     /// Where the write started.
     pub offset: usize,
@@ -276,7 +292,22 @@ pub struct WriteError {
     pub len: usize,
     /// Size of the block.
     pub block_len: usize,
+    /// What the device reported when a write within the block failed;
+    /// `None` when the write overruns the block.
+    pub failure: Option<String>,
 }
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let WriteError { offset, len, block_len, failure } = self;
+        match failure {
+            None => write!(f, "write of {len} bytes at offset {offset} overruns a block of {block_len} bytes"),
+            Some(e) => write!(f, "write of {len} bytes at offset {offset} of a {block_len}-byte block failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WriteError {}
 
 /// Why [`Backend::export`] failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -288,6 +319,15 @@ pub enum ExportError {
     /// The descriptor would exceed [`MAX_DESCRIPTOR_LEN`].
     #[error("descriptor of {0} bytes exceeds the 4096-byte limit")]
     DescriptorTooLong(usize),
+    /// The device refused to seal the block (recording its event, or
+    /// getting its IPC handles).
+    #[error("{backend}: {reason}")]
+    Device {
+        /// The backend.
+        backend: BackendKind,
+        /// What the device reported.
+        reason: String,
+    },
     /// The backend records fewer readers per block than `export` was given.
     #[error("{backend}: a block records at most {max} readers, {readers} were given")]
     TooManyReaders {

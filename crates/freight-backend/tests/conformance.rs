@@ -1,14 +1,16 @@
-//! The conformance suite against `cpu`, `shm` and `fake-device`, and the
-//! `fake-device` pool seen from another process.
+//! The conformance suite against `cpu`, `shm`, `fake-device`, and `cuda` and
+//! `cuda-host` where a GPU is present; the `fake-device` pool (and the `cuda`
+//! one, with a GPU) seen from another process.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use freight_backend::conformance::{pattern, run_all, FrameKind, StandardHarness};
-use freight_backend::{Backend, BackendKind, BackendStats, CpuBackend, FakeDeviceBackend, Frame, HeapFrame};
-use freight_backend::{ImportError, ShmBackend};
+use freight_backend::{cuda, Backend, BackendKind, BackendStats, CpuBackend, CudaBackend, CudaHostBackend};
+use freight_backend::{FakeDeviceBackend, Frame, HeapFrame, ImportError, PoolOptions, ShmBackend};
 
 /// Pool of the fake-device harnesses: room for the 1 MiB + 3 round trip.
 const POOL_CAPACITY: usize = 4 << 20;
@@ -51,6 +53,66 @@ fn fake_device_conforms_over_shared_frames() {
     let harness = StandardHarness::new(fake_device(), FrameKind::Shared);
     run_all(&harness);
     assert_eq!(harness.inner().stats(), BackendStats::default());
+}
+
+/// Whether a GPU is here; if not, says so on stderr, naming the test. The
+/// line is written to the stream itself, not through `eprintln!`, which the
+/// test harness captures: a skipped GPU test shows in every run.
+fn gpu_or_skip(what: &str) -> bool {
+    match cuda::available() {
+        Ok(()) => true,
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn cuda_conforms_over_shared_frames() {
+    if !gpu_or_skip("cuda conformance") {
+        return;
+    }
+    let harness = StandardHarness::new(CudaBackend::new(0, POOL_CAPACITY).unwrap(), FrameKind::Shared);
+    run_all(&harness);
+    assert_eq!(harness.inner().stats(), BackendStats::default());
+}
+
+#[test]
+fn cuda_host_conforms_over_shared_frames() {
+    if !gpu_or_skip("cuda-host conformance") {
+        return;
+    }
+    run_all(&StandardHarness::new(CudaHostBackend::new(0).unwrap(), FrameKind::Shared));
+}
+
+#[test]
+fn cuda_helpers_agree_with_the_backend() {
+    if !gpu_or_skip("cuda helpers") {
+        return;
+    }
+    let backend = CudaBackend::new(0, 1 << 20).unwrap();
+    assert_eq!(backend.device_uuid(), Some(cuda::device_uuid(0).unwrap()));
+    assert!(cuda::device_count().unwrap() >= 1);
+    assert!(!cuda::device_name(0).unwrap().is_empty());
+    assert!(matches!(cuda::device_uuid(cuda::device_count().unwrap()), Err(cuda::CudaError::NoSuchDevice { .. })));
+}
+
+#[test]
+fn cuda_backends_without_a_driver_fail_with_the_reason() {
+    let Err(why) = cuda::available() else {
+        return; // a GPU is here: nothing to check
+    };
+    let reason = |e: freight_backend::AllocError| e.to_string();
+    let pool = CudaBackend::new(0, 1 << 20).map(|_| ()).map_err(reason);
+    let host = CudaHostBackend::new(0).map(|_| ()).map_err(reason);
+    for outcome in [pool, host] {
+        let e = outcome.expect_err("a CUDA backend without CUDA");
+        assert!(e.contains(&why.to_string()), "{e}");
+    }
+    if matches!(why, cuda::CudaError::DriverMissing) {
+        assert!(why.to_string().contains("libcuda.so.1"), "{why}");
+    }
 }
 
 #[test]
@@ -147,8 +209,11 @@ fn fake_device_blocks_outlive_their_backend() {
 const CHILD_MODE: &str = "FREIGHT_TEST_FAKE_DEVICE_CHILD";
 const CHILD_LEN: &str = "FREIGHT_TEST_FAKE_DEVICE_LEN";
 const CHILD_SEED: &str = "FREIGHT_TEST_FAKE_DEVICE_SEED";
+/// Which backend the child imports with: `fake-device` (default) or `cuda`.
+const CHILD_BACKEND: &str = "FREIGHT_TEST_CHILD_BACKEND";
 const CHILD_DONE: &str = "fake-device child: contents checked, buffer dropped";
 const CHILD_HOLDS: &str = "fake-device child: contents checked, buffer held";
+const CHILD_REFUSED: &str = "fake-device child: refused as another device";
 
 fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -168,11 +233,16 @@ struct Child {
 
 impl Child {
     fn spawn(mode: &str, len: usize, seed: u8) -> Child {
+        Self::spawn_with(mode, len, seed, "fake-device")
+    }
+
+    fn spawn_with(mode: &str, len: usize, seed: u8, backend: &str) -> Child {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "fake_device_child_imports_a_descriptor", "--nocapture", "--test-threads=1"])
             .env(CHILD_MODE, mode)
             .env(CHILD_LEN, len.to_string())
             .env(CHILD_SEED, seed.to_string())
+            .env(CHILD_BACKEND, backend)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -274,10 +344,101 @@ fn fake_device_block_imported_by_a_killed_process_is_reclaimed() {
     }
 }
 
+#[test]
+fn fake_device_reader_killed_holding_a_block_is_reclaimed_within_a_second_and_its_memory_given_back() {
+    let idle = Duration::from_millis(200);
+    let options = PoolOptions::new(POOL_CAPACITY).idle_time(idle);
+    let device = FakeDeviceBackend::with_options(options, FakeDeviceBackend::DEFAULT_DEVICE_UUID).unwrap();
+    let (len, seed) = (70_000, 3);
+    let mut child = Child::spawn("hold", len, seed);
+    let mut block = device.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let d = device.export(block, &[child.pid()]).unwrap().as_bytes().to_vec();
+    child.send(&d);
+    child.expect(CHILD_HOLDS);
+    child.kill();
+    // No explicit reclaim: the housekeeping of `stats` (as of `allocate`) finds the dead reader.
+    let killed = Instant::now();
+    while device.stats() != BackendStats::default() {
+        assert!(killed.elapsed() < Duration::from_secs(1), "the killed reader's hold outlived a second");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The block is idle; the dead reader had it open, which does not keep its memory.
+    assert_eq!(device.idle_blocks(), 1);
+    std::thread::sleep(idle + Duration::from_millis(50));
+    assert_eq!(device.idle_blocks(), 0, "the idle block of a dead reader kept its memory");
+    match device.import(&empty_frame(), &d) {
+        Err(ImportError::Stale { .. }) => {}
+        other => panic!("import after the reader's hold was reclaimed gave {other:?}"),
+    }
+}
+
+#[test]
+fn fake_device_block_open_in_a_living_reader_keeps_its_memory_until_the_reader_is_done() {
+    let idle = Duration::from_millis(100);
+    let options = PoolOptions::new(POOL_CAPACITY).idle_time(idle);
+    let device = FakeDeviceBackend::with_options(options, FakeDeviceBackend::DEFAULT_DEVICE_UUID).unwrap();
+    let (len, seed) = (1000, 8);
+    let mut child = Child::spawn("drop-and-wait", len, seed);
+    let mut block = device.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let d = device.export(block, &[child.pid()]).unwrap().as_bytes().to_vec();
+    child.send(&d);
+    child.expect(CHILD_DONE);
+    // The child dropped its buffer but keeps the block open in its cache.
+    assert_eq!(device.idle_blocks(), 1);
+    std::thread::sleep(idle + Duration::from_millis(50));
+    assert_eq!(device.idle_blocks(), 1, "the memory of a block open in a living reader was given back");
+    child.finish(); // the child drops its backend, closing the block, and exits
+    assert_eq!(device.idle_blocks(), 0, "the block the reader closed kept its memory");
+}
+
+#[test]
+fn fake_device_reader_of_another_device_is_refused_and_keeps_its_hold_to_give_back() {
+    let device = fake_device();
+    let (len, seed) = (100, 5);
+    let mut child = Child::spawn("other-device", len, seed);
+    let mut block = device.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let pid = child.pid();
+    let d = device.export(block, &[pid]).unwrap().as_bytes().to_vec();
+    child.send(&d);
+    child.expect(CHILD_REFUSED);
+    assert_eq!(device.stats().blocks_in_use, 1, "the refused import took the hold away");
+    // The subscriber falls back to host bytes and gives the hold back.
+    device.release_unimported(&d, pid).unwrap();
+    assert_eq!(device.stats(), BackendStats::default());
+    child.finish();
+}
+
+#[test]
+fn cuda_block_read_by_another_process_returns_to_the_pool() {
+    if !gpu_or_skip("cuda between processes") {
+        return;
+    }
+    let gpu = CudaBackend::new(0, POOL_CAPACITY).unwrap();
+    let (len, seed) = (300_001, 42);
+    let mut child = Child::spawn_with("drop", len, seed, "cuda");
+    let mut block = gpu.allocate(len, None).unwrap();
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let d = gpu.export(block, &[child.pid()]).unwrap().as_bytes().to_vec();
+    child.send(&d);
+    child.expect(CHILD_DONE);
+    child.finish();
+    // The child's release thread gives the hold back after its work is done.
+    let start = Instant::now();
+    while gpu.stats() != BackendStats::default() {
+        assert!(start.elapsed() < Duration::from_secs(5), "the child's hold was not given back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The child half of the tests above: does nothing unless run by them. Reads
 /// one descriptor from stdin, imports it, checks the contents; then drops the
-/// buffer (and checks that the descriptor no longer imports) or holds it
-/// until stdin closes.
+/// buffer (and checks that the descriptor no longer imports), drops it and
+/// waits for stdin to close, or holds it until stdin closes. In mode
+/// `other-device` its backend is on another simulated device and the import
+/// must be refused.
 #[test]
 fn fake_device_child_imports_a_descriptor() {
     let Ok(mode) = std::env::var(CHILD_MODE) else {
@@ -288,9 +449,25 @@ fn fake_device_child_imports_a_descriptor() {
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("reading the descriptor");
     let d = from_hex(line.trim());
-    let device = FakeDeviceBackend::new(1 << 16).unwrap(); // a pool of its own, unused
+    // A pool of its own, unused.
+    let device: Box<dyn Backend> = match (std::env::var(CHILD_BACKEND).as_deref(), mode.as_str()) {
+        (Ok("cuda"), _) => Box::new(CudaBackend::new(0, 1 << 16).unwrap()),
+        (_, "other-device") => {
+            let other = FakeDeviceBackend::simulated_device_uuid("freight fake device 1");
+            Box::new(FakeDeviceBackend::with_device(1 << 16, other).unwrap())
+        }
+        _ => Box::new(FakeDeviceBackend::new(1 << 16).unwrap()),
+    };
+    if mode == "other-device" {
+        match device.import(&empty_frame(), &d) {
+            Err(ImportError::Unreachable { reason, .. }) if reason.contains("device") => println!("{CHILD_REFUSED}"),
+            other => panic!("import from another device gave {other:?}"),
+        }
+        std::io::stdin().read_to_string(&mut String::new()).expect("waiting for stdin to close");
+        return;
+    }
     let buf = device.import(&empty_frame(), &d).expect("child import");
-    assert_eq!(buf.backend(), BackendKind::FakeDevice);
+    assert_eq!(buf.backend(), device.kind());
     assert_eq!(buf.len(), len);
     assert!(buf.host_bytes().is_none());
     let mut out = vec![0; len];
@@ -302,7 +479,13 @@ fn fake_device_child_imports_a_descriptor() {
         return;
     }
     drop(buf);
-    // The hold is gone: the descriptor no longer imports here either.
-    assert!(matches!(device.import(&empty_frame(), &d), Err(ImportError::Stale { .. })));
+    if device.kind() == BackendKind::FakeDevice {
+        // The hold is gone: the descriptor no longer imports here either.
+        // (A `cuda` hold goes back on the release thread, a moment later.)
+        assert!(matches!(device.import(&empty_frame(), &d), Err(ImportError::Stale { .. })));
+    }
     println!("{CHILD_DONE}");
+    if mode == "drop-and-wait" {
+        std::io::stdin().read_to_string(&mut String::new()).expect("waiting for stdin to close");
+    }
 }
