@@ -344,6 +344,26 @@ impl RawBuffer {
         }
     }
 
+    /// Where a device addresses the bytes (`cuda` device memory, or
+    /// `cuda-host` memory mapped for a device); `None` for memory only the CPU
+    /// reaches, for an empty buffer and for a loan slot.
+    pub fn device_view(&self) -> Option<DeviceView> {
+        self.storage().and_then(|s| s.device_view())
+    }
+
+    /// Orders work later submitted to `stream` (a `CUstream` handle, `0` the
+    /// legacy default stream) after the writer's writes to these bytes,
+    /// without blocking the host: call it before launching a kernel that reads
+    /// the buffer on `stream`. Host memory needs no ordering (`Ok`). See
+    /// [`BufferStorage::order_on_stream`].
+    pub fn order_on_stream(&self, stream: u64) -> Result<(), BufferError> {
+        match &self.repr {
+            Repr::Empty => Ok(()),
+            Repr::Storage(s) => s.order_on_stream(stream),
+            Repr::LoanSlot { .. } => Err(BufferError::PendingLoan),
+        }
+    }
+
     /// Copies the bytes into a new vector, from whatever memory they are in.
     pub fn to_host_vec(&self) -> Result<Vec<u8>, BufferError> {
         match &self.repr {
@@ -437,6 +457,32 @@ impl<T: Element> Buffer<T> {
     /// The bytes, when they are host memory (`None` for device memory and loan slots).
     pub fn as_bytes(&self) -> Option<&[u8]> {
         self.raw.host_bytes()
+    }
+
+    /// Where a device addresses the data, for buffers in `cuda` or
+    /// `cuda-host` memory; `None` for memory only the CPU reaches.
+    ///
+    /// ```
+    /// use freight_msg::Buffer;
+    /// assert_eq!(Buffer::from(vec![1u8, 2, 3]).device_view(), None);
+    /// ```
+    pub fn device_view(&self) -> Option<DeviceView> {
+        self.raw.device_view()
+    }
+
+    /// Orders work later submitted to `stream` (a `CUstream` handle, `0` the
+    /// legacy default stream) after the publisher's writes to this buffer,
+    /// without blocking the host. Call it before a kernel on `stream` reads the
+    /// buffer through [`Buffer::device_view`]; host memory needs no ordering
+    /// and returns `Ok`.
+    ///
+    /// ```
+    /// use freight_msg::Buffer;
+    /// let b = Buffer::from(vec![0f32; 16]);
+    /// b.order_on_stream(0).unwrap(); // host memory: nothing to wait for
+    /// ```
+    pub fn order_on_stream(&self, stream: u64) -> Result<(), BufferError> {
+        self.raw.order_on_stream(stream)
     }
 
     /// The elements, when they are host memory and aligned for `T`.
@@ -580,6 +626,16 @@ mod tests {
         assert_eq!(b.len(), 16);
         assert!(b.as_bytes().is_none());
         assert_eq!(b.to_vec(), Err(BufferError::PendingLoan));
+    }
+
+    #[test]
+    fn host_buffers_need_no_stream_order_and_loan_slots_refuse_it() {
+        let b = Buffer::from(vec![1u8; 8]);
+        assert_eq!((b.device_view(), b.order_on_stream(7)), (None, Ok(())));
+        assert_eq!(Buffer::<u8>::new().order_on_stream(0), Ok(()));
+        let slot = Buffer::<u8>::from_raw(RawBuffer::loan_slot(0, 16, BackendKind::Cuda)).unwrap();
+        assert_eq!(slot.order_on_stream(0), Err(BufferError::PendingLoan));
+        assert_eq!(slot.device_view(), None);
     }
 
     #[test]

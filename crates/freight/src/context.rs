@@ -2,11 +2,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use freight_backend::{Backend, CpuBackend, FakeDeviceBackend, ShmBackend};
+use freight_backend::{Backend, CpuBackend, ShmBackend};
 use freight_dds::{DdsConfig, DdsError, Participant};
 use freight_msg::{BackendKind, BackendSet, Message};
 
-use crate::error::{ContextError, CreateError};
+use crate::endpoint::{DeviceTag, Devices};
+use crate::error::{BackendUnavailable, ContextError, CreateError};
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::QoS;
@@ -36,6 +37,12 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Capacity of this process's fake-device pool. Default 256 MiB.
     pub fake_device_capacity: usize,
+    /// Most device memory this process's `cuda` pool holds, in bytes: blocks
+    /// lent to loans plus blocks that subscribers still hold. A loan that
+    /// would exceed it fails with `AllocError::Exhausted` (blocks of readers
+    /// that died are reclaimed first). Default 1 GiB. Only a process that
+    /// publishes from `cuda` memory has such a pool.
+    pub cuda_pool_capacity: usize,
 }
 
 impl Default for Limits {
@@ -48,6 +55,7 @@ impl Default for Limits {
             max_held_samples: 16,
             max_message_bytes: 4 << 30,
             fake_device_capacity: 256 << 20,
+            cuda_pool_capacity: 1 << 30,
         }
     }
 }
@@ -57,7 +65,14 @@ pub(crate) struct ContextInner {
     pub(crate) limits: Limits,
     cpu: Arc<dyn Backend>,
     shm: Arc<dyn Backend>,
+    /// Backends created on first use; the error is why one cannot be.
     fake_device: OnceLock<Result<Arc<dyn Backend>, String>>,
+    cuda: OnceLock<Result<Arc<dyn Backend>, String>>,
+    cuda_host: OnceLock<Result<Arc<dyn Backend>, String>>,
+    /// This process's CUDA device: ordinal of the `cuda` and `cuda-host` backends.
+    pub(crate) cuda_device: i32,
+    /// The simulated device of `fake-device`; `None`: the backend's default.
+    fake_device_uuid: Option<[u8; 16]>,
     /// The network plane's configuration; `None`: local only.
     network: Option<DdsConfig>,
     /// The DDS participant, joined when the first endpoint needs it.
@@ -67,23 +82,44 @@ pub(crate) struct ContextInner {
 }
 
 impl ContextInner {
-    /// The backend of `kind`, if this process can use it.
-    pub(crate) fn backend(&self, kind: BackendKind) -> Option<Arc<dyn Backend>> {
+    /// The backend of `kind`, or why this process cannot use it. Device
+    /// backends are created on first use, for this process's device; a
+    /// failure is kept (and reported again) rather than retried.
+    pub(crate) fn backend(&self, kind: BackendKind) -> Result<Arc<dyn Backend>, BackendUnavailable> {
+        let lazy = |cell: &OnceLock<Result<Arc<dyn Backend>, String>>, create: &dyn Fn() -> Result<_, String>| {
+            cell.get_or_init(create).clone().map_err(|reason| BackendUnavailable { backend: kind, reason })
+        };
         match kind {
-            BackendKind::Cpu => Some(self.cpu.clone()),
-            BackendKind::Shm => Some(self.shm.clone()),
-            BackendKind::FakeDevice => self
-                .fake_device
-                .get_or_init(|| {
-                    FakeDeviceBackend::new(self.limits.fake_device_capacity)
-                        .map(|b| Arc::new(b) as Arc<dyn Backend>)
-                        .map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .ok()
-                .cloned(),
-            _ => None,
+            BackendKind::Cpu => Ok(self.cpu.clone()),
+            BackendKind::Shm => Ok(self.shm.clone()),
+            BackendKind::FakeDevice => lazy(&self.fake_device, &|| {
+                devices::fake_device(self.limits.fake_device_capacity, self.fake_device_uuid)
+            }),
+            BackendKind::Cuda => lazy(&self.cuda, &|| devices::cuda(self.cuda_device, self.limits.cuda_pool_capacity)),
+            BackendKind::CudaHost => lazy(&self.cuda_host, &|| devices::cuda_host(self.cuda_device)),
+            other => Err(BackendUnavailable { backend: other, reason: "unknown to this version of freight".into() }),
         }
+    }
+
+    /// The UUID of the device whose memory this process's `kind` backend
+    /// lends (`None` for host memory, or when the backend is unavailable).
+    pub(crate) fn device_uuid(&self, kind: BackendKind) -> Option<[u8; 16]> {
+        if !crate::negotiation::is_device_pool(kind) {
+            return None;
+        }
+        let backend = self.backend(kind).ok()?;
+        // An all-zero UUID names no device (frame headers write "none" so).
+        backend.device_uuid().filter(|u| *u != [0; 16])
+    }
+
+    /// The tag of [`ContextInner::device_uuid`], as port names carry it.
+    pub(crate) fn device_tag(&self, kind: BackendKind) -> Option<DeviceTag> {
+        self.device_uuid(kind).map(|u| DeviceTag::of_uuid(&u))
+    }
+
+    /// The devices of the device-pool backends in `kinds` (for port names).
+    pub(crate) fn devices_of(&self, kinds: BackendSet) -> Devices {
+        kinds.iter().fold(Devices::default(), |d, k| d.with(k, self.device_tag(k)))
     }
 
     /// The DDS participant of this context; `None` when it is local only.
@@ -137,13 +173,31 @@ pub struct ContextBuilder {
     domain_id: Option<u32>,
     limits: Limits,
     network: Option<DdsConfig>,
+    cuda_device: Option<i32>,
+    fake_device_uuid: Option<[u8; 16]>,
 }
 
 impl Default for ContextBuilder {
     fn default() -> Self {
-        ContextBuilder { domain_id: None, limits: Limits::default(), network: Some(DdsConfig::default()) }
+        ContextBuilder {
+            domain_id: None,
+            limits: Limits::default(),
+            network: Some(DdsConfig::default()),
+            cuda_device: None,
+            fake_device_uuid: None,
+        }
     }
 }
+
+/// The environment variable that picks this process's CUDA device (an
+/// ordinal as CUDA numbers the visible devices) when the builder does not.
+pub const CUDA_DEVICE_ENV: &str = "FREIGHT_CUDA_DEVICE";
+
+/// Test hook: the environment variable that gives this process's simulated
+/// device (`fake-device`) a UUID of its own (32 hex digits, dashes allowed),
+/// so that tests can put two processes on different devices without a GPU.
+/// [`ContextBuilder::fake_device_uuid`] does the same in code.
+pub const FAKE_DEVICE_UUID_ENV: &str = "FREIGHT_FAKE_DEVICE_UUID";
 
 impl ContextBuilder {
     /// Uses this domain instead of `ROS_DOMAIN_ID`.
@@ -178,11 +232,42 @@ impl ContextBuilder {
         self
     }
 
+    /// Uses CUDA device `ordinal` (as CUDA numbers the devices visible to
+    /// this process) for the `cuda` and `cuda-host` backends, instead of
+    /// `FREIGHT_CUDA_DEVICE` (default 0). Devices are matched between
+    /// processes by UUID, so `CUDA_VISIBLE_DEVICES` may differ between them.
+    ///
+    /// ```no_run
+    /// let ctx = freight::Context::builder().cuda_device(1).create()?;
+    /// # Ok::<_, freight::ContextError>(())
+    /// ```
+    pub fn cuda_device(mut self, ordinal: i32) -> Self {
+        self.cuda_device = Some(ordinal);
+        self
+    }
+
+    /// Test hook: gives this context's simulated device (`fake-device`) this
+    /// UUID instead of the default one (or `FREIGHT_FAKE_DEVICE_UUID`). Device
+    /// memory only goes to subscriptions on the same device; the others get a
+    /// host copy, as they would on another GPU.
+    pub fn fake_device_uuid(mut self, uuid: [u8; 16]) -> Self {
+        self.fake_device_uuid = Some(uuid);
+        self
+    }
+
     /// Creates the context.
     pub fn create(self) -> Result<Context, ContextError> {
         let domain_id = match self.domain_id {
             Some(d) => d,
             None => domain_from_env()?,
+        };
+        let cuda_device = match self.cuda_device {
+            Some(d) => d,
+            None => cuda_device_from_env()?,
+        };
+        let fake_device_uuid = match self.fake_device_uuid {
+            Some(u) => Some(u),
+            None => fake_device_uuid_from_env()?,
         };
         // iceoryx2 logs at info level and warns that it runs without a config
         // file, which is how freight means it; keep its console to errors.
@@ -194,6 +279,10 @@ impl ContextBuilder {
                 cpu: Arc::new(CpuBackend),
                 shm: Arc::new(ShmBackend::with_max_block_len(self.limits.max_message_bytes)),
                 fake_device: OnceLock::new(),
+                cuda: OnceLock::new(),
+                cuda_host: OnceLock::new(),
+                cuda_device,
+                fake_device_uuid,
                 network: self.network,
                 participant: OnceLock::new(),
                 ros_discovery: OnceLock::new(),
@@ -207,6 +296,68 @@ fn domain_from_env() -> Result<u32, ContextError> {
         Err(_) => Ok(0),
         Ok(s) if s.trim().is_empty() => Ok(0),
         Ok(s) => s.trim().parse::<u32>().ok().filter(|d| *d <= 232).ok_or(ContextError::BadDomainId(s)),
+    }
+}
+
+fn cuda_device_from_env() -> Result<i32, ContextError> {
+    match std::env::var(CUDA_DEVICE_ENV) {
+        Err(_) => Ok(0),
+        Ok(s) if s.trim().is_empty() => Ok(0),
+        Ok(s) => s.trim().parse::<i32>().ok().filter(|d| *d >= 0).ok_or(ContextError::BadEnvironment {
+            variable: CUDA_DEVICE_ENV,
+            value: s,
+            expected: "a CUDA device ordinal (0, 1, ...)",
+        }),
+    }
+}
+
+fn fake_device_uuid_from_env() -> Result<Option<[u8; 16]>, ContextError> {
+    match std::env::var(FAKE_DEVICE_UUID_ENV) {
+        Err(_) => Ok(None),
+        Ok(s) if s.trim().is_empty() => Ok(None),
+        Ok(s) => parse_uuid(s.trim()).map(Some).ok_or(ContextError::BadEnvironment {
+            variable: FAKE_DEVICE_UUID_ENV,
+            value: s,
+            expected: "a UUID (32 hex digits, dashes allowed)",
+        }),
+    }
+}
+
+/// Parses 32 hex digits, with dashes anywhere between them.
+fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let mut uuid = [0u8; 16];
+    for (i, b) in uuid.iter_mut().enumerate() {
+        *b = u8::from_str_radix(std::str::from_utf8(&hex[2 * i..2 * i + 2]).ok()?, 16).ok()?;
+    }
+    Some(uuid)
+}
+
+/// Creating the device backends, keeping why one cannot be.
+mod devices {
+    use std::sync::Arc;
+
+    use freight_backend::{cuda, Backend, FakeDeviceBackend};
+
+    pub(super) fn fake_device(capacity: usize, uuid: Option<[u8; 16]>) -> Result<Arc<dyn Backend>, String> {
+        let b = match uuid {
+            Some(uuid) => FakeDeviceBackend::with_device(capacity, uuid),
+            None => FakeDeviceBackend::new(capacity),
+        };
+        Ok(Arc::new(b.map_err(|e| e.to_string())?))
+    }
+
+    pub(super) fn cuda(ordinal: i32, capacity: usize) -> Result<Arc<dyn Backend>, String> {
+        cuda::available().map_err(|e| format!("cuda: {e}"))?;
+        Ok(Arc::new(cuda::CudaBackend::new(ordinal, capacity).map_err(|e| e.to_string())?))
+    }
+
+    pub(super) fn cuda_host(ordinal: i32) -> Result<Arc<dyn Backend>, String> {
+        cuda::available().map_err(|e| format!("cuda-host: {e}"))?;
+        Ok(Arc::new(cuda::CudaHostBackend::new(ordinal).map_err(|e| e.to_string())?))
     }
 }
 
@@ -229,6 +380,26 @@ impl Context {
     /// The limits.
     pub fn limits(&self) -> Limits {
         self.inner.limits
+    }
+
+    /// This process's CUDA device, as an ordinal (see [`ContextBuilder::cuda_device`]).
+    pub fn cuda_device(&self) -> i32 {
+        self.inner.cuda_device
+    }
+
+    /// Whether this process can use `kind`, and if not, why. Device backends
+    /// are set up by this call if no endpoint has needed them yet.
+    ///
+    /// ```no_run
+    /// use freight::{BackendKind, Context};
+    /// let ctx = Context::new()?;
+    /// if let Err(e) = ctx.backend_available(BackendKind::Cuda) {
+    ///     eprintln!("no GPU path: {e}");
+    /// }
+    /// # Ok::<_, freight::ContextError>(())
+    /// ```
+    pub fn backend_available(&self, kind: BackendKind) -> Result<(), BackendUnavailable> {
+        self.inner.backend(kind).map(drop)
     }
 
     /// Creates a node in the root namespace.
@@ -346,5 +517,56 @@ impl Node {
         options: SubscriptionOptions,
     ) -> Result<Subscription<M>, CreateError> {
         Subscription::create(self, &self.resolve_topic_name(topic)?, qos.into(), options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_parse_with_or_without_dashes() {
+        let u = parse_uuid("3f2a0102-0304-0506-0708-090a0b0c0d0e").unwrap();
+        assert_eq!(u[..4], [0x3f, 0x2a, 1, 2]);
+        assert_eq!(u[15], 0x0e);
+        assert_eq!(parse_uuid("3F2A0102030405060708090A0B0C0D0E"), Some(u));
+        for bad in ["", "3f2a", "3f2a0102-0304-0506-0708-090a0b0c0d0e0f", "g f2a0102030405060708090a0b0c0d0e"] {
+            assert_eq!(parse_uuid(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_unavailable_backend_says_why_and_keeps_saying_it() {
+        let ctx = Context::builder().local_only().create().unwrap();
+        assert!(ctx.backend_available(BackendKind::Shm).is_ok());
+        let first = ctx.inner.backend(BackendKind::Cuda).err();
+        if let Some(e) = &first {
+            assert_eq!(e.backend, BackendKind::Cuda);
+            if let Err(why) = freight_backend::cuda::available() {
+                assert_eq!(e.reason, format!("cuda: {why}"), "the reason is CUDA's own");
+            }
+            assert_eq!(ctx.inner.backend(BackendKind::Cuda).err().as_ref(), Some(e), "the reason is kept");
+            assert_eq!(ctx.inner.device_uuid(BackendKind::Cuda), None);
+        }
+    }
+
+    #[test]
+    fn the_fake_device_has_a_default_uuid_unless_given_one() {
+        let ctx = Context::builder().local_only().create().unwrap();
+        let default = freight_backend::FakeDeviceBackend::DEFAULT_DEVICE_UUID;
+        if std::env::var_os(FAKE_DEVICE_UUID_ENV).is_none() {
+            assert_eq!(ctx.inner.device_uuid(BackendKind::FakeDevice), Some(default));
+        }
+    }
+
+    #[test]
+    fn the_fake_device_has_the_uuid_the_context_gave_it() {
+        let uuid = [7u8; 16];
+        let ctx = Context::builder().local_only().fake_device_uuid(uuid).create().unwrap();
+        assert_eq!(ctx.inner.device_uuid(BackendKind::FakeDevice), Some(uuid));
+        assert_eq!(ctx.inner.device_tag(BackendKind::FakeDevice), Some(DeviceTag([7; 8])));
+        assert_eq!(ctx.inner.device_uuid(BackendKind::Shm), None);
+        let d = ctx.inner.devices_of(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice]));
+        assert_eq!(d, Devices { cuda: None, fake_device: Some(DeviceTag([7; 8])) });
     }
 }

@@ -1,6 +1,20 @@
 //! What each endpoint tells its peers, written into its iceoryx2 port name so
 //! that discovery needs no daemon and no registry of our own: publishers list
 //! the subscribers of the topic's service and read this back.
+//!
+//! Port names hold at most 64 bytes:
+//!
+//! ```text
+//! subscription  fs1;<pid>;<r|b>;<v|t>;<accepted backends, 2 hex>;<b|s>[;c<cuda device>][;f<fake device>]
+//! publisher     fp1;<pid>;<r|b>;<v|t>;<backend>[;<device>]
+//! ```
+//!
+//! A device is a [`DeviceTag`] (16 hex digits), written for each device-pool
+//! backend (`cuda`, `fake-device`) the endpoint offers or accepts: device
+//! memory is only exchanged between endpoints on the same device. The longest
+//! subscription name (pid 4294967295, both devices) is 59 bytes.
+
+use std::fmt;
 
 use freight_msg::{BackendKind, BackendSet};
 
@@ -16,6 +30,121 @@ pub enum WaitMode {
     Spin,
 }
 
+/// A short name of a device: the first 8 bytes of its UUID, written as 16
+/// lowercase hex digits. Two endpoints exchange memory of a device pool only
+/// when their tags for that backend are equal.
+///
+/// ```
+/// use freight::endpoint::DeviceTag;
+/// let uuid = [0x3f, 0x2a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+/// let tag = DeviceTag::of_uuid(&uuid);
+/// assert_eq!(tag.to_string(), "3f2a010203040506");
+/// assert_eq!(DeviceTag::parse("3f2a010203040506"), Some(tag));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceTag(pub [u8; 8]);
+
+impl DeviceTag {
+    /// The tag of the device with this UUID.
+    pub fn of_uuid(uuid: &[u8; 16]) -> Self {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&uuid[..8]);
+        DeviceTag(t)
+    }
+
+    /// Parses 16 hex digits, as [`DeviceTag`]'s `Display` writes them.
+    pub fn parse(hex: &str) -> Option<Self> {
+        if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut t = [0u8; 8];
+        for (i, b) in t.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(DeviceTag(t))
+    }
+
+    /// The first 4 bytes in hex, as `GPU-3f2a0102…`: enough to tell devices
+    /// apart on one screen.
+    pub fn short(&self) -> String {
+        format!("GPU-{:02x}{:02x}{:02x}{:02x}\u{2026}", self.0[0], self.0[1], self.0[2], self.0[3])
+    }
+}
+
+impl fmt::Display for DeviceTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for DeviceTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceTag({self})")
+    }
+}
+
+/// The device of each device-pool backend (`cuda`, `fake-device`) an endpoint
+/// offers or accepts; `None` for a backend it does not use (or one whose
+/// device has no UUID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Devices {
+    /// The CUDA device of `cuda` memory.
+    pub cuda: Option<DeviceTag>,
+    /// The simulated device of `fake-device` memory.
+    pub fake_device: Option<DeviceTag>,
+}
+
+impl Devices {
+    /// The device of `kind`'s memory (`None` for host-memory backends).
+    pub fn get(&self, kind: BackendKind) -> Option<DeviceTag> {
+        match kind {
+            BackendKind::Cuda => self.cuda,
+            BackendKind::FakeDevice => self.fake_device,
+            _ => None,
+        }
+    }
+
+    /// These devices with `kind`'s set to `tag` (host-memory backends have none).
+    pub fn with(mut self, kind: BackendKind, tag: Option<DeviceTag>) -> Self {
+        match kind {
+            BackendKind::Cuda => self.cuda = tag,
+            BackendKind::FakeDevice => self.fake_device = tag,
+            _ => {}
+        }
+        self
+    }
+
+    /// The backends with a device, and their devices.
+    pub fn iter(&self) -> impl Iterator<Item = (BackendKind, DeviceTag)> {
+        [(BackendKind::Cuda, self.cuda), (BackendKind::FakeDevice, self.fake_device)]
+            .into_iter()
+            .filter_map(|(k, t)| Some((k, t?)))
+    }
+
+    fn encode(&self, out: &mut String) {
+        if let Some(t) = self.cuda {
+            out.push_str(&format!(";c{t}"));
+        }
+        if let Some(t) = self.fake_device {
+            out.push_str(&format!(";f{t}"));
+        }
+    }
+
+    /// Reads the optional trailing fields; unknown ones are skipped (a later
+    /// version may add some), malformed device fields refuse the name.
+    fn decode<'a>(fields: impl Iterator<Item = &'a str>) -> Option<Self> {
+        let mut d = Devices::default();
+        for f in fields {
+            match f.split_at_checked(1) {
+                Some(("c", hex)) => d.cuda = Some(DeviceTag::parse(hex)?),
+                Some(("f", hex)) => d.fake_device = Some(DeviceTag::parse(hex)?),
+                _ => {}
+            }
+        }
+        Some(d)
+    }
+}
+
 /// A subscription as its publishers see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscriberAd {
@@ -29,6 +158,8 @@ pub struct SubscriberAd {
     pub accepts: BackendSet,
     /// How it waits.
     pub wait: WaitMode,
+    /// The device of each device-pool backend it accepts.
+    pub devices: Devices,
 }
 
 const PREFIX: &str = "fs1";
@@ -43,20 +174,27 @@ pub struct PublisherAd {
     pub reliability: Reliability,
     /// Durability.
     pub durability: Durability,
-    /// The memory its buffers live in (`shm` for frames, or a device pool).
+    /// The memory its buffers live in (`shm` for frames, `cuda-host` frames,
+    /// or a device pool).
     pub backend: BackendKind,
+    /// The device of its pool, for device-pool backends (`cuda`, `fake-device`).
+    pub device: Option<DeviceTag>,
 }
 
 impl PublisherAd {
     /// The port name (at most 64 bytes).
     pub fn encode(&self) -> String {
-        format!(
+        let mut s = format!(
             "{PUBLISHER_PREFIX};{};{};{};{}",
             self.pid,
             reliability_code(self.reliability),
             durability_code(self.durability),
             self.backend.name()
-        )
+        );
+        if let Some(t) = self.device {
+            s.push_str(&format!(";{t}"));
+        }
+        s
     }
 
     /// Parses a port name; `None` for ports that are not freight publishers.
@@ -70,6 +208,10 @@ impl PublisherAd {
             reliability: parse_reliability(it.next()?)?,
             durability: parse_durability(it.next()?)?,
             backend: BackendKind::from_name(it.next()?)?,
+            device: match it.next() {
+                Some(hex) => Some(DeviceTag::parse(hex)?),
+                None => None,
+            },
         })
     }
 }
@@ -109,14 +251,16 @@ fn parse_durability(s: &str) -> Option<Durability> {
 impl SubscriberAd {
     /// The port name (at most 64 bytes).
     pub fn encode(&self) -> String {
-        format!(
+        let mut s = format!(
             "{PREFIX};{};{};{};{:02x};{}",
             self.pid,
             reliability_code(self.reliability),
             durability_code(self.durability),
             self.accepts.bits(),
             if self.wait == WaitMode::Block { 'b' } else { 's' },
-        )
+        );
+        self.devices.encode(&mut s);
+        s
     }
 
     /// Parses a port name; `None` for ports that are not freight subscribers.
@@ -134,13 +278,16 @@ impl SubscriberAd {
             "s" => WaitMode::Spin,
             _ => return None,
         };
-        Some(SubscriberAd { pid, reliability, durability, accepts, wait })
+        let devices = Devices::decode(it)?;
+        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TAG: DeviceTag = DeviceTag([0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88]);
 
     #[test]
     fn ad_round_trips_and_fits_a_port_name() {
@@ -150,6 +297,7 @@ mod tests {
             durability: Durability::TransientLocal,
             accepts: BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice]),
             wait: WaitMode::Spin,
+            devices: Devices::default(),
         };
         let s = ad.encode();
         assert!(s.len() <= 64, "{s}");
@@ -161,9 +309,73 @@ mod tests {
             reliability: Reliability::Reliable,
             durability: Durability::Volatile,
             backend: BackendKind::FakeDevice,
+            device: None,
         };
         assert!(p.encode().len() <= 64);
         assert_eq!(PublisherAd::decode(&p.encode()), Some(p));
         assert_eq!(PublisherAd::decode(&ad.encode()), None);
+    }
+
+    #[test]
+    fn ads_with_device_tags_round_trip_within_64_bytes() {
+        let every = BackendSet::of(&BackendKind::ALL);
+        let devices = Devices { cuda: Some(TAG), fake_device: Some(DeviceTag([0; 8])) };
+        let ad = SubscriberAd {
+            pid: u32::MAX,
+            reliability: Reliability::Reliable,
+            durability: Durability::TransientLocal,
+            accepts: every,
+            wait: WaitMode::Block,
+            devices,
+        };
+        let s = ad.encode();
+        assert_eq!(s, "fs1;4294967295;r;t;1f;b;cffeeddccbbaa9988;f0000000000000000");
+        assert!(s.len() <= 64, "{} bytes: {s}", s.len());
+        assert_eq!(SubscriberAd::decode(&s), Some(ad));
+        for one in [Devices { fake_device: None, ..devices }, Devices { cuda: None, ..devices }] {
+            let a = SubscriberAd { devices: one, ..ad };
+            assert_eq!(SubscriberAd::decode(&a.encode()), Some(a));
+        }
+        // Names of the earlier format (no device fields) still read, unknown
+        // fields are skipped, malformed device fields refuse the name.
+        let old = SubscriberAd::decode("fs1;12;r;v;05;b").unwrap();
+        assert_eq!(old.devices, Devices::default());
+        assert_eq!(
+            SubscriberAd::decode("fs1;12;r;v;05;b;x1;fffeeddccbbaa9988").unwrap().devices.fake_device,
+            Some(TAG)
+        );
+        assert_eq!(SubscriberAd::decode("fs1;12;r;v;05;b;fzz"), None);
+        assert_eq!(SubscriberAd::decode("fs1;12;r;v;05;b;c0123"), None);
+
+        for backend in BackendKind::ALL {
+            let p = PublisherAd {
+                pid: u32::MAX,
+                reliability: Reliability::BestEffort,
+                durability: Durability::TransientLocal,
+                backend,
+                device: Some(TAG),
+            };
+            let s = p.encode();
+            assert!(s.len() <= 64, "{} bytes: {s}", s.len());
+            assert_eq!(PublisherAd::decode(&s), Some(p));
+        }
+        assert_eq!(PublisherAd::decode("fp1;1;r;v;cuda;nothex"), None);
+    }
+
+    #[test]
+    fn device_tags_are_the_uuid_prefix_in_hex() {
+        let mut uuid = [0u8; 16];
+        uuid[..8].copy_from_slice(&TAG.0);
+        uuid[8] = 1;
+        assert_eq!(DeviceTag::of_uuid(&uuid), TAG);
+        assert_eq!(TAG.to_string(), "ffeeddccbbaa9988");
+        assert_eq!(TAG.short(), "GPU-ffeeddcc\u{2026}");
+        assert_eq!(DeviceTag::parse("FFEEDDCCBBAA9988"), Some(TAG));
+        for bad in ["", "ffeeddccbbaa998", "ffeeddccbbaa99880", "ffeeddccbbaa99+8", "ffeeddccbbaa99é"] {
+            assert_eq!(DeviceTag::parse(bad), None, "{bad:?}");
+        }
+        let d = Devices::default().with(BackendKind::Cuda, Some(TAG)).with(BackendKind::Shm, Some(TAG));
+        assert_eq!((d.get(BackendKind::Cuda), d.get(BackendKind::FakeDevice)), (Some(TAG), None));
+        assert_eq!(d.iter().collect::<Vec<_>>(), vec![(BackendKind::Cuda, TAG)]);
     }
 }

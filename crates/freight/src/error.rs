@@ -20,6 +20,32 @@ pub enum ContextError {
     /// The shared-memory layer refused.
     #[error("shared memory: {0}; check that /dev/shm is writable")]
     SharedMemory(String),
+    /// An environment variable freight reads has a value it cannot use.
+    #[error("{variable}={value:?} is not {expected}; unset it or fix it")]
+    BadEnvironment {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+/// A memory backend cannot be used in this process, and why.
+///
+/// ```
+/// use freight::{BackendKind, BackendUnavailable};
+/// let e = BackendUnavailable { backend: BackendKind::Cuda, reason: "cuda: libcuda.so.1 not found".into() };
+/// assert_eq!(e.to_string(), "backend cuda is not available in this process: cuda: libcuda.so.1 not found");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("backend {backend} is not available in this process: {reason}")]
+pub struct BackendUnavailable {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Why: what creating it reported.
+    pub reason: String,
 }
 
 /// Creating a publisher or subscription failed.
@@ -49,9 +75,10 @@ pub enum CreateError {
         /// The limit.
         limit: usize,
     },
-    /// A backend this endpoint needs is not available in this process.
-    #[error("backend {0} is not available in this process")]
-    BackendUnavailable(BackendKind),
+    /// A backend this endpoint needs is not available in this process; the
+    /// error says why (no driver, no such device, ...).
+    #[error(transparent)]
+    BackendUnavailable(BackendUnavailable),
     /// The shared-memory layer refused.
     #[error("shared memory for topic {topic}: {reason}")]
     SharedMemory {

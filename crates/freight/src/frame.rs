@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! 0    header (64 bytes): magic, version, type hash, publisher id, sequence,
-//!      publish time, meta length, buffer count
+//!      publish time, meta length, buffer count, and at 48 the UUID of the
+//!      device of the publisher's pool (zero: none)
 //! 64   meta: u32 small-field length, small fields as CDR (buffer fields are
 //!      u32 indices into the table), then the buffer table:
 //!      per buffer { kind u8, alt kind u8, desc len u16, alt len u16, 2 pad,
@@ -87,6 +88,9 @@ pub(crate) struct Header {
     pub publish_time_ns: u64,
     pub meta_len: u32,
     pub buffer_count: u32,
+    /// The UUID of the device whose pool holds the publisher's device buffers
+    /// (`cuda`, `fake-device`); `None` (all zero on the wire) for host memory.
+    pub device: Option<[u8; 16]>,
 }
 
 impl Header {
@@ -100,6 +104,7 @@ impl Header {
         out[32..40].copy_from_slice(&self.publish_time_ns.to_le_bytes());
         out[40..44].copy_from_slice(&self.meta_len.to_le_bytes());
         out[44..48].copy_from_slice(&self.buffer_count.to_le_bytes());
+        out[48..64].copy_from_slice(&self.device.unwrap_or_default());
     }
 
     pub(crate) fn read(frame: &[u8]) -> Result<Header, FrameError> {
@@ -120,6 +125,7 @@ impl Header {
             publish_time_ns: u64_at(32),
             meta_len: u32_at(40),
             buffer_count: u32_at(44),
+            device: Some(frame[48..64].try_into().expect("16 bytes")).filter(|d| *d != [0u8; 16]),
         };
         if h.meta_len as usize > frame.len() - HEADER_LEN {
             return Err(FrameError::Truncated { len: frame.len(), reason: "meta runs past the end" });
@@ -286,6 +292,9 @@ pub struct FrameSummary {
     pub sequence: u64,
     /// When it was published, in nanoseconds of the publisher's clock.
     pub publish_time_ns: u64,
+    /// The UUID of the device whose pool holds the publisher's device
+    /// buffers; `None` when they are host memory.
+    pub device: Option<[u8; 16]>,
     /// The buffer table, one entry per buffer field (its length is the
     /// frame's buffer count).
     pub buffers: Vec<BufferSummary>,
@@ -347,6 +356,7 @@ pub fn inspect_frame(bytes: &[u8]) -> Result<FrameSummary, FrameError> {
         publisher_id: header.publisher_id,
         sequence: header.sequence,
         publish_time_ns: header.publish_time_ns,
+        device: header.device,
         buffers,
     })
 }
@@ -405,6 +415,7 @@ mod tests {
             publish_time_ns: 3,
             meta_len: meta.len() as u32,
             buffer_count: 1,
+            device: Some([0xd; 16]),
         }
         .write(&mut f);
         f[HEADER_LEN..].copy_from_slice(&meta);
@@ -415,7 +426,7 @@ mod tests {
     fn meta_round_trips() {
         let f = sample_frame();
         let h = Header::read(&f).unwrap();
-        assert_eq!((h.type_hash, h.sequence, h.buffer_count), (7, 2, 1));
+        assert_eq!((h.type_hash, h.sequence, h.buffer_count, h.device), (7, 2, 1, Some([0xd; 16])));
         let mut m = decode_meta(&f, &h).unwrap();
         let e = m.table.next().unwrap().unwrap();
         assert_eq!(e.descriptor, &[1, 2, 3]);
@@ -460,6 +471,7 @@ mod tests {
         let f = sample_frame();
         let s = inspect_frame(&f).unwrap();
         assert_eq!((s.type_hash, s.publisher_id, s.sequence, s.publish_time_ns), (7, 1, 2, 3));
+        assert_eq!(s.device, Some([0xd; 16]));
         assert_eq!(s.buffers.len(), 1);
         let b = &s.buffers[0];
         assert_eq!(b.kind, BackendKind::FakeDevice);

@@ -19,8 +19,8 @@ use iceoryx2::prelude::*;
 use iceoryx2::service::static_config::messaging_pattern::MessagingPattern as StaticPattern;
 
 use crate::context::Node;
-use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
-use crate::negotiation::negotiate;
+use crate::endpoint::{DeviceTag, Devices, PublisherAd, SubscriberAd, WaitMode};
+use crate::negotiation::{is_device_pool, negotiate};
 use crate::network::{served_locally, PeerTag};
 use crate::qos::{Durability, Reliability};
 use crate::sample::Transport;
@@ -77,6 +77,10 @@ pub struct Endpoint {
     pub accepts: Option<BackendSet>,
     /// Subscriptions: how they wait.
     pub wait: Option<WaitMode>,
+    /// The device of each device-pool backend (`cuda`, `fake-device`) it
+    /// offers (a publisher) or accepts (a subscription). Unknown (empty) for
+    /// endpoints reached over DDS.
+    pub devices: Devices,
     /// Reached over DDS: on another host, or not a freight endpoint.
     pub over_network: bool,
     /// A freight endpoint (else a stock DDS / ROS 2 one, whose node name and
@@ -95,6 +99,72 @@ pub struct Pairing {
     pub transport: Transport,
     /// The memory the subscription receives buffers in.
     pub backend: BackendKind,
+    /// The copies on the way from the publisher's memory to `backend`.
+    pub copies: Copies,
+    /// The device whose memory the subscription receives as is (`cuda`,
+    /// `fake-device` zero copy).
+    pub device: Option<DeviceTag>,
+    /// The subscription accepts the publisher's device memory but is on
+    /// another device, so it receives host bytes.
+    pub other_device: bool,
+}
+
+/// The copies a buffer goes through between a publisher and a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copies {
+    /// None: the subscription views the publisher's memory.
+    ZeroCopy,
+    /// The publisher copies its device memory to the host once per message,
+    /// for every subscription that cannot take the device memory; this one
+    /// views that copy.
+    HostCopy,
+    /// The device-to-host copy, then a private copy by the subscription,
+    /// which does not take the shared memory the host copy is in.
+    HostCopyThenPrivate,
+    /// The subscription copies the shared memory into a buffer of its own.
+    PrivateCopy,
+    /// Serialized once per message as CDR over DDS, for every network reader.
+    Serialized,
+}
+
+impl Pairing {
+    /// What the pair's buffers go through, in a few words:
+    /// `zero-copy, GPU-3f2a0102…`, `device→host copy once per message`,
+    /// `zero-copy, mapped shm`.
+    ///
+    /// ```
+    /// use freight::graph::{Copies, Pairing};
+    /// use freight::{BackendKind, Transport};
+    /// let p = Pairing {
+    ///     publisher: 0,
+    ///     subscription: 1,
+    ///     transport: Transport::Shm,
+    ///     backend: BackendKind::Cpu,
+    ///     copies: Copies::HostCopy,
+    ///     device: None,
+    ///     other_device: true,
+    /// };
+    /// assert_eq!(p.explain(), "device\u{2192}host copy once per message; on another device");
+    /// ```
+    pub fn explain(&self) -> String {
+        let mut s = match self.copies {
+            Copies::ZeroCopy => "zero-copy".to_string(),
+            Copies::HostCopy => "device\u{2192}host copy once per message".to_string(),
+            Copies::HostCopyThenPrivate => "device\u{2192}host copy once per message, then a private copy".to_string(),
+            Copies::PrivateCopy => "private copy".to_string(),
+            Copies::Serialized => "serialized once per message".to_string(),
+        };
+        if let Some(d) = self.device {
+            s += &format!(", {}", d.short());
+        }
+        if self.backend == BackendKind::CudaHost {
+            s += ", mapped shm";
+        }
+        if self.other_device {
+            s += "; on another device";
+        }
+        s
+    }
 }
 
 /// A topic with its endpoints and their pairings.
@@ -211,6 +281,7 @@ impl Node {
                     backend: Some(ad.backend),
                     accepts: None,
                     wait: None,
+                    devices: Devices::default().with(ad.backend, ad.device),
                     over_network: false,
                     freight: true,
                 });
@@ -229,6 +300,7 @@ impl Node {
                     backend: None,
                     accepts: Some(ad.accepts),
                     wait: Some(ad.wait),
+                    devices: ad.devices,
                     over_network: false,
                     freight: true,
                 });
@@ -274,6 +346,7 @@ fn remote_endpoints(d: &Discovered, topic: &str, ros_node: impl Fn(&[u8; 16]) ->
                 backend: tag.as_ref().and_then(|t| t.backend),
                 accepts: tag.as_ref().and_then(|t| t.accepts),
                 wait: None,
+                devices: Devices::default(),
                 over_network: true,
                 freight: tag.is_some(),
             }
@@ -287,25 +360,58 @@ fn pairings(endpoints: &[Endpoint], publishers: usize) -> Vec<Pairing> {
     let mut out = Vec::with_capacity(pubs.len() * subs.len());
     for (pi, p) in pubs.iter().enumerate() {
         // The publisher sends through shared memory as soon as one subscription
-        // is in another process (or the topic is transient local).
-        let shm_route =
-            p.durability == Durability::TransientLocal || subs.iter().any(|s| !s.over_network && s.pid != p.pid);
+        // is in another process (or the topic is transient local, or its
+        // frames are cuda-host memory).
+        let shm_route = p.durability == Durability::TransientLocal
+            || p.backend == Some(BackendKind::CudaHost)
+            || subs.iter().any(|s| !s.over_network && s.pid != p.pid);
         let (transport, host) =
             if shm_route { (Transport::Shm, BackendKind::Shm) } else { (Transport::Intra, BackendKind::Cpu) };
         // `cpu` / `shm` publishers put buffers in the frame, wherever it goes.
         let offered = match p.backend {
             Some(BackendKind::Cpu | BackendKind::Shm) | None => host,
-            Some(device) => device,
+            Some(own) => own,
         };
         for (si, s) in subs.iter().enumerate() {
-            let accepts = s.accepts.unwrap_or(BackendSet::CPU_ONLY);
-            let (transport, backend) = if p.over_network || s.over_network {
-                // CDR over DDS, received into the subscriber's own memory.
-                (Transport::Network, BackendKind::Cpu)
-            } else {
-                (transport, negotiate(offered, host, accepts))
+            let pairing = |transport, backend, copies| Pairing {
+                publisher: pi,
+                subscription: publishers + si,
+                transport,
+                backend,
+                copies,
+                device: None,
+                other_device: false,
             };
-            out.push(Pairing { publisher: pi, subscription: publishers + si, transport, backend });
+            if p.over_network || s.over_network {
+                // CDR over DDS, received into the subscriber's own memory.
+                out.push(pairing(Transport::Network, BackendKind::Cpu, Copies::Serialized));
+                continue;
+            }
+            let accepts = s.accepts.unwrap_or(BackendSet::CPU_ONLY);
+            let same_device = s.devices.get(offered) == p.devices.get(offered);
+            let backend = negotiate(offered, host, accepts, same_device);
+            let copies = if backend == offered {
+                Copies::ZeroCopy
+            } else if is_device_pool(offered) {
+                // The host copy is in the frame: viewed as is (or mapped), or
+                // copied once more by a subscription that takes neither.
+                if backend == BackendKind::Cpu && host == BackendKind::Shm {
+                    Copies::HostCopyThenPrivate
+                } else {
+                    Copies::HostCopy
+                }
+            } else if backend == BackendKind::Cpu && host == BackendKind::Shm {
+                Copies::PrivateCopy
+            } else {
+                // The same frame bytes, viewed (cpu in one process, shm or
+                // mapped shm for a cuda-host frame).
+                Copies::ZeroCopy
+            };
+            out.push(Pairing {
+                device: if is_device_pool(backend) { p.devices.get(backend) } else { None },
+                other_device: is_device_pool(offered) && accepts.contains(offered) && !same_device,
+                ..pairing(transport, backend, copies)
+            });
         }
     }
     out
@@ -350,9 +456,24 @@ mod tests {
             backend: Some(backend),
             accepts: None,
             wait: None,
+            devices: Devices::default(),
             over_network: false,
             freight: true,
         }
+    }
+
+    fn tag(n: u8) -> Option<DeviceTag> {
+        Some(DeviceTag([n; 8]))
+    }
+
+    fn on_device(e: Endpoint, kind: BackendKind, device: Option<DeviceTag>) -> Endpoint {
+        Endpoint { devices: e.devices.with(kind, device), ..e }
+    }
+
+    type Row = (Transport, BackendKind, Copies, Option<DeviceTag>, bool);
+
+    fn rows(eps: &[Endpoint]) -> Vec<Row> {
+        pairings(eps, 1).iter().map(|p| (p.transport, p.backend, p.copies, p.device, p.other_device)).collect()
     }
 
     fn subscription(pid: u32, accepts: &[BackendKind]) -> Endpoint {
@@ -389,6 +510,8 @@ mod tests {
                 (Transport::Shm, BackendKind::Shm)
             ]
         );
+        let copies: Vec<Copies> = pairings(&eps, 1).iter().map(|p| p.copies).collect();
+        assert_eq!(copies, vec![Copies::ZeroCopy, Copies::HostCopyThenPrivate, Copies::HostCopy]);
         let remote = Endpoint { over_network: true, ..subscription(9, &[BackendKind::Shm]) };
         let mixed = vec![publisher(1, BackendKind::Shm), subscription(1, &[BackendKind::Shm]), remote];
         let got: Vec<(Transport, BackendKind)> = pairings(&mixed, 1).iter().map(|p| (p.transport, p.backend)).collect();
@@ -397,5 +520,63 @@ mod tests {
         let local = vec![publisher(1, BackendKind::Shm), subscription(1, &[BackendKind::Shm])];
         assert_eq!(pairings(&local, 1)[0].transport, Transport::Intra);
         assert_eq!(pairings(&local, 1)[0].backend, BackendKind::Cpu);
+        assert_eq!(pairings(&local, 1)[0].copies, Copies::ZeroCopy);
+    }
+
+    #[test]
+    fn device_memory_pairs_only_on_the_same_device() {
+        use BackendKind::*;
+        for pool in [Cuda, FakeDevice] {
+            let eps = vec![
+                on_device(publisher(1, pool), pool, tag(1)),
+                on_device(subscription(2, &[pool, Shm]), pool, tag(1)),
+                on_device(subscription(3, &[pool, Shm]), pool, tag(2)),
+                subscription(4, &[]),
+                on_device(subscription(5, &[pool, CudaHost, Shm]), pool, tag(2)),
+            ];
+            assert_eq!(
+                rows(&eps),
+                vec![
+                    (Transport::Shm, pool, Copies::ZeroCopy, tag(1), false),
+                    (Transport::Shm, Shm, Copies::HostCopy, None, true),
+                    (Transport::Shm, Cpu, Copies::HostCopyThenPrivate, None, false),
+                    (Transport::Shm, CudaHost, Copies::HostCopy, None, true),
+                ],
+                "{pool}"
+            );
+            let explained: Vec<String> = pairings(&eps, 1).iter().map(Pairing::explain).collect();
+            assert_eq!(explained[0], "zero-copy, GPU-01010101\u{2026}");
+            assert_eq!(explained[1], "device\u{2192}host copy once per message; on another device");
+            assert_eq!(explained[3], "device\u{2192}host copy once per message, mapped shm; on another device");
+        }
+        // In one process the host copy is a heap frame: viewed, not copied again.
+        let eps = vec![
+            on_device(publisher(1, FakeDevice), FakeDevice, tag(1)),
+            on_device(subscription(1, &[FakeDevice]), FakeDevice, tag(1)),
+            subscription(1, &[]),
+        ];
+        assert_eq!(
+            rows(&eps),
+            vec![
+                (Transport::Intra, FakeDevice, Copies::ZeroCopy, tag(1), false),
+                (Transport::Intra, Cpu, Copies::HostCopy, None, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn cuda_host_frames_go_through_shared_memory_and_are_mapped_or_viewed() {
+        use BackendKind::*;
+        let eps =
+            vec![publisher(1, CudaHost), subscription(1, &[CudaHost]), subscription(1, &[Shm]), subscription(2, &[])];
+        assert_eq!(
+            rows(&eps),
+            vec![
+                (Transport::Shm, CudaHost, Copies::ZeroCopy, None, false),
+                (Transport::Shm, Shm, Copies::ZeroCopy, None, false),
+                (Transport::Shm, Cpu, Copies::PrivateCopy, None, false),
+            ]
+        );
+        assert_eq!(pairings(&eps, 1)[0].explain(), "zero-copy, mapped shm");
     }
 }

@@ -55,8 +55,8 @@ mod topic;
 mod waitset;
 
 pub use context::{Context, ContextBuilder, Limits, Node};
-pub use endpoint::WaitMode;
-pub use error::{ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
+pub use endpoint::{DeviceTag, Devices, WaitMode};
+pub use error::{BackendUnavailable, ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
 pub use executor::{Executor, StopHandle};
 pub use frame::{inspect_frame, BufferSummary, FrameError, FrameSummary};
 pub use freight_backend as backend;

@@ -9,7 +9,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use freight_backend::{Backend, BlockMut, FrameSlot};
-use freight_msg::{BackendKind, Message};
+use freight_msg::{BackendKind, DeviceView, Message};
 
 use crate::error::LoanError;
 use crate::publisher::{FrameMut, Route};
@@ -24,6 +24,8 @@ pub(crate) struct LoanedBuffer {
     /// Where the buffer's bytes are in host memory once written (its frame
     /// region, or its host copy's); read to serialize for the network.
     pub host_view: Option<(*const u8, usize)>,
+    /// Offset of the buffer in the frame, for buffers that live there.
+    pub frame_offset: Option<usize>,
 }
 
 // SAFETY: the pointer is into the frame of the same loan, which moves with it.
@@ -35,6 +37,14 @@ struct Parts<M> {
     buffers: Vec<LoanedBuffer>,
     route: Route,
     device_readers: Vec<u32>,
+}
+
+impl<M> Parts<M> {
+    fn set_write_stream(&mut self, stream: u64) {
+        for b in &mut self.buffers {
+            b.block.set_write_stream(stream);
+        }
+    }
 }
 
 /// A loan whose buffers have not been written. Write them with
@@ -79,10 +89,57 @@ impl<M: Message> LoanUninit<M> {
     }
 
     /// Buffer `i` as uninitialised host memory, to write in place. `None` for
-    /// device memory (write it with [`write_buffer_from_host`](Self::write_buffer_from_host)
-    /// or, later, a device kernel) and for an index out of range.
+    /// device memory (write it with [`write_buffer_from_host`](Self::write_buffer_from_host),
+    /// or with a kernel at its [`device_view`](Self::device_view)) and for an
+    /// index out of range.
     pub fn buffer_uninit_mut(&mut self, i: usize) -> Option<&mut [MaybeUninit<u8>]> {
         self.parts.buffers.get_mut(i)?.block.host_mut()
+    }
+
+    /// Where a device addresses buffer `i`, for a kernel to write it: `cuda`
+    /// device memory, or `cuda-host` shared memory mapped for the device.
+    /// `None` for memory only the CPU reaches and for an index out of range.
+    ///
+    /// A kernel writing the buffer is work the compiler cannot see: name its
+    /// stream with [`set_write_stream`](Self::set_write_stream), then declare
+    /// the loan written with [`assume_init`](Self::assume_init). Publishing
+    /// does not wait for the kernel; readers' streams do.
+    ///
+    /// ```no_run
+    /// use freight::{BackendKind, Context, PublisherOptions, QoS};
+    /// use freight::msgs::sensor_msgs::Image;
+    /// # fn launch_render_kernel(dst: u64, len: usize, stream: u64) {}
+    /// let node = Context::new()?.create_node("renderer")?;
+    /// let options = PublisherOptions { backend: BackendKind::Cuda, ..Default::default() };
+    /// let publisher = node.create_publisher_with_options::<Image>("image", QoS::sensor_data(), options)?;
+    /// let stream: u64 = 0; // the CUstream your kernels run on (0: the default stream)
+    ///
+    /// let (w, h) = (3840, 2160);
+    /// let mut loan = publisher.loan(w * h * 4)?;
+    /// let dst = loan.device_view(0).expect("cuda memory has a device address");
+    /// launch_render_kernel(dst.ptr, w * h * 4, stream);
+    /// loan.set_write_stream(stream);
+    /// // SAFETY: the kernel writes every byte of the buffer.
+    /// let mut img = unsafe { loan.assume_init() };
+    /// img.width = w as u32;
+    /// img.height = h as u32;
+    /// img.step = 4 * w as u32;
+    /// img.encoding = "bgra8".into();
+    /// publisher.publish(img)?; // readers' streams wait for `stream`; the host does not
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn device_view(&self, i: usize) -> Option<DeviceView> {
+        self.parts.buffers.get(i)?.block.device_view()
+    }
+
+    /// Names the stream (a `CUstream` handle; `0` the legacy default stream)
+    /// that the kernels and copies writing this loan's buffers were submitted
+    /// to. Publishing orders every reader after that stream's work, without
+    /// blocking the host; call it again if the last writes went to another
+    /// stream. Buffers the CPU writes ignore it. See
+    /// [`device_view`](Self::device_view) for an example.
+    pub fn set_write_stream(&mut self, stream: u64) {
+        self.parts.set_write_stream(stream);
     }
 
     /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
@@ -149,6 +206,34 @@ impl<M: Message> Loan<M> {
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
         self.parts.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+    }
+
+    /// Where a device addresses buffer `i` (see [`LoanUninit::device_view`]),
+    /// for kernels that change it after it was first written.
+    pub fn device_view(&self, i: usize) -> Option<DeviceView> {
+        self.parts.buffers.get(i)?.block.device_view()
+    }
+
+    /// Names the stream of the last device writes to this loan's buffers (see
+    /// [`LoanUninit::set_write_stream`]): publishing orders every reader after
+    /// that stream's work, without blocking the host.
+    ///
+    /// ```no_run
+    /// use freight::{BackendKind, Context, PublisherOptions};
+    /// use freight::msgs::std_msgs::UInt8MultiArray;
+    /// # fn launch_postprocess(dst: u64, stream: u64) {}
+    /// let node = Context::new()?.create_node("detector")?;
+    /// let options = PublisherOptions { backend: BackendKind::Cuda, ..Default::default() };
+    /// let publisher = node.create_publisher_with_options::<UInt8MultiArray>("masks", 5, options)?;
+    /// let mut loan = publisher.loan(1 << 20)?.write_from_fn(|_| 0); // zeroed from the host
+    /// let stream: u64 = 0;
+    /// launch_postprocess(loan.device_view(0).unwrap().ptr, stream);   // then a kernel on `stream`
+    /// loan.set_write_stream(stream);
+    /// publisher.publish(loan)?;
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_write_stream(&mut self, stream: u64) {
+        self.parts.set_write_stream(stream);
     }
 
     pub(crate) fn into_parts(self) -> (M, FrameMut, Vec<LoanedBuffer>, Route, Vec<u32>) {

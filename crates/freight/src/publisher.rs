@@ -11,8 +11,15 @@
 //! 2. The user writes the buffers in place and sets the small fields.
 //! 3. [`Publisher::publish`] encodes the small fields and the buffer table into
 //!    the frame's meta region and sends it. Device buffers get a host copy in the
-//!    frame, made once, only when some subscriber cannot take the device memory.
+//!    frame, made once, only when some subscriber cannot take the device memory
+//!    (it does not accept the backend, or is on another device).
+//!
+//! A publisher's buffers live in the frame (`cpu`, `shm`, and `cuda-host`,
+//! whose frames are always shared memory mapped for the device) or in a
+//! device pool (`cuda`, `fake-device`). A process-wide thread gives back the
+//! holds of pool readers that died, within a second ([`reaper`]).
 
+use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,10 +34,11 @@ use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
-use crate::endpoint::{PublisherAd, SubscriberAd, WaitMode};
+use crate::endpoint::{DeviceTag, PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
+use crate::negotiation::{is_device_pool, takes_device_memory};
 use crate::network::{NetworkWriter, PeerTag};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -47,9 +55,17 @@ const PEER_REFRESH: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PublisherOptions {
     /// Where loaned buffers live. `Shm` (the default) lends shared memory, or
-    /// heap memory when every subscriber is in this process. A device backend
-    /// (`FakeDevice`, later `Cuda`) lends device memory; subscribers that cannot
-    /// take it receive a host copy.
+    /// heap memory when every subscriber is in this process. `CudaHost` lends
+    /// shared memory mapped for this process's CUDA device (kernels write it
+    /// through [`LoanUninit::device_view`]); subscriptions that take `cuda-host`
+    /// see it mapped for theirs, the others as plain `shm`. A device-pool
+    /// backend (`Cuda`, `FakeDevice`) lends device memory; subscriptions that
+    /// cannot take it (they do not accept it, or are on another device) receive
+    /// a host copy, made once per message for all of them.
+    ///
+    /// Creating the publisher fails with [`CreateError::BackendUnavailable`],
+    /// saying why, when this process cannot use the backend (no driver, no
+    /// such device).
     pub backend: BackendKind,
     /// Bytes a loan reserves for the small fields and the buffer table.
     pub meta_reserve: usize,
@@ -206,7 +222,17 @@ pub(crate) struct PublisherInner {
     missed: Arc<MissedReceivers>,
     id: u64,
     sequence: AtomicU64,
+    /// The device pool buffers live in (`cuda`, `fake-device`), if any.
     pool: Option<Arc<dyn Backend>>,
+    /// An in-frame backend of the publisher's own other than `cpu` / `shm`
+    /// (`cuda-host`): frames always go through shared memory.
+    in_frame: Option<Arc<dyn Backend>>,
+    /// The UUID of the pool's device, written in every frame header, and its tag.
+    device: Option<[u8; 16]>,
+    device_tag: Option<DeviceTag>,
+    /// Subscriptions (by port id) already told about on stderr: they accept
+    /// the pool's backend but are on another device.
+    noted: Mutex<HashSet<u128>>,
     heap_frames: Arc<Mutex<Vec<Vec<u8>>>>,
     pid: u32,
     /// Subscribers seen by the last history hand-out (transient local only).
@@ -248,10 +274,16 @@ impl<M: Message> Publisher<M> {
         let ctx = &node.inner.ctx.inner;
         let limits = ctx.limits;
         qos.validate(&limits)?;
-        let pool = match options.backend {
+        let own = match options.backend {
             BackendKind::Shm | BackendKind::Cpu => None,
-            k => Some(ctx.backend(k).ok_or(CreateError::BackendUnavailable(k))?),
+            k => Some(ctx.backend(k).map_err(CreateError::BackendUnavailable)?),
         };
+        let (pool, in_frame) = match own {
+            Some(b) if b.in_frame() => (None, Some(b)),
+            b => (b, None),
+        };
+        let device = pool.as_ref().and_then(|p| ctx.device_uuid(p.kind()));
+        let device_tag = device.map(|u| DeviceTag::of_uuid(&u));
         let local = local_topic(ctx.domain_id, topic, M::TYPE_NAME)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
         let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
@@ -286,6 +318,7 @@ impl<M: Message> Publisher<M> {
             reliability: qos.reliability,
             durability: qos.durability,
             backend: options.backend,
+            device: device_tag,
         }
         .encode();
         let iox = services
@@ -324,6 +357,10 @@ impl<M: Message> Publisher<M> {
                 id,
                 sequence: AtomicU64::new(0),
                 pool,
+                in_frame,
+                device,
+                device_tag,
+                noted: Mutex::default(),
                 heap_frames: Arc::default(),
                 pid: std::process::id(),
                 latched_subscribers: AtomicUsize::new(0),
@@ -334,6 +371,9 @@ impl<M: Message> Publisher<M> {
         .inspect(|p| {
             if qos.durability == Durability::TransientLocal {
                 latch::register(&p.inner);
+            }
+            if let Some(pool) = &p.inner.pool {
+                reaper::watch(pool);
             }
         })
     }
@@ -377,6 +417,9 @@ impl<M: Message> Publisher<M> {
         let inner = &self.inner;
         let route = inner.route();
         let host = inner.host_backend(route);
+        // Where buffers in the frame live: the host memory of the route, or
+        // the publisher's own in-frame backend (cuda-host).
+        let frame_backend = inner.in_frame.clone().unwrap_or_else(|| host.clone());
         let (device_readers, host_readers) =
             if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (Vec::new(), 0) };
         // Network readers take host bytes too.
@@ -392,21 +435,23 @@ impl<M: Message> Publisher<M> {
             let view = Some((slot.ptr.cast_const(), slot.len));
             let b = match &inner.pool {
                 None => LoanedBuffer {
-                    block: host.allocate(len, Some(slot))?,
-                    backend: host.clone(),
+                    block: frame_backend.allocate(len, Some(slot))?,
+                    backend: frame_backend.clone(),
                     host_copy: None,
                     host_view: view,
+                    frame_offset: Some(lay.slots[i]),
                 },
                 Some(pool) => LoanedBuffer {
                     block: pool.allocate(len, None)?,
                     backend: pool.clone(),
                     host_copy: needs_host_copy.then_some(slot),
                     host_view: view.filter(|_| needs_host_copy),
+                    frame_offset: None,
                 },
             };
             buffers.push(b);
         }
-        let kind = inner.pool.as_ref().map_or(host.kind(), |p| p.kind());
+        let kind = inner.pool.as_ref().map_or(frame_backend.kind(), |p| p.kind());
         let mut slot = 0u32;
         msg.visit_buffers_mut(&mut |raw| {
             *raw = RawBuffer::loan_slot(slot, lens[slot as usize], kind);
@@ -447,10 +492,20 @@ impl<M: Message> Publisher<M> {
                 (false, false) => device_readers.clone(),
                 (false, true) => [device_readers.as_slice(), &[inner.pid]].concat(),
             };
+            let len = b.block.len();
             let descriptor = b.backend.export(b.block, &readers)?;
-            let alt = match b.host_copy {
-                Some(slot) => Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
-                None => None,
+            let alt = match (b.host_copy, b.frame_offset) {
+                (Some(slot), _) => {
+                    Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?))
+                }
+                // An in-frame backend of the publisher's own (cuda-host): the
+                // same bytes, described as plain host memory for subscriptions
+                // that do not take it. Nothing is copied.
+                (None, Some(offset)) if b.backend.kind() != host.kind() => {
+                    let same = host.allocate(len, Some(frame.slot(offset, len))).map_err(LoanError::from)?;
+                    Some((host.kind(), host.export(same, &[])?))
+                }
+                (None, _) => None,
             };
             entries.push(Entry { kind: b.backend.kind(), descriptor, alt });
         }
@@ -461,8 +516,7 @@ impl<M: Message> Publisher<M> {
             inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
             Ok(())
         });
-        let device: Vec<Entry> =
-            entries.into_iter().filter(|e| !matches!(e.kind, BackendKind::Cpu | BackendKind::Shm)).collect();
+        let device: Vec<Entry> = entries.into_iter().filter(|e| is_device_pool(e.kind)).collect();
         if let Err(e) = written {
             // Nobody will see this frame: give back every reader's hold.
             if let Some(pool) = &inner.pool {
@@ -594,6 +648,7 @@ fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize)
         publish_time_ns: crate::clock::monotonic_ns(),
         meta_len: meta.len() as u32,
         buffer_count: buffers as u32,
+        device: inner.device,
     }
 }
 
@@ -624,8 +679,12 @@ impl PublisherInner {
             self.read_subscribers(n, now_ms);
         }
         // Transient-local data must outlive this process's subscribers, so it
-        // always goes through the service, which keeps the history.
-        if summary.any_remote.load(Ordering::Acquire) || self.qos.durability == Durability::TransientLocal {
+        // always goes through the service, which keeps the history; cuda-host
+        // frames are shared memory mapped for the device.
+        if summary.any_remote.load(Ordering::Acquire)
+            || self.qos.durability == Durability::TransientLocal
+            || self.in_frame.is_some()
+        {
             Route::Shm
         } else {
             Route::Intra
@@ -650,6 +709,7 @@ impl PublisherInner {
                 pool.reclaim_dead_readers();
             }
         }
+        self.note_other_devices(&subs);
         let summary = &self.summary;
         summary.any_remote.store(subs.values().any(|s| s.pid != self.pid), Ordering::Release);
         summary.any_blocking.store(subs.values().any(|s| s.wait == WaitMode::Block), Ordering::Release);
@@ -668,11 +728,40 @@ impl PublisherInner {
         }
     }
 
-    /// The process ids of subscribers on `route` that accept `kind` (one entry
-    /// per subscription), and how many do not.
+    /// Whether the subscription of `ad` takes this publisher's device memory
+    /// of `kind` as is: it accepts `kind` and is on the pool's device.
+    fn takes_pool_memory(&self, ad: &SubscriberAd, kind: BackendKind) -> bool {
+        takes_device_memory(kind, ad.accepts, ad.devices.get(kind) == self.device_tag)
+    }
+
+    /// Says once on stderr, per subscription, that one accepts the pool's
+    /// backend but is on another device, so it gets host copies.
+    fn note_other_devices(&self, subs: &Subscribers) {
+        let Some(pool) = &self.pool else { return };
+        let kind = pool.kind();
+        let mut noted = lock(&self.noted);
+        noted.retain(|id| subs.contains_key(id));
+        for (id, ad) in subs {
+            if ad.accepts.contains(kind) && !self.takes_pool_memory(ad, kind) && noted.insert(*id) {
+                let name = |t: Option<DeviceTag>| t.map_or_else(|| "none".to_string(), |t| t.short());
+                eprintln!(
+                    "freight: publisher on {}: a subscription of process {} accepts {kind} but is on device {}, \
+                     this publisher's memory on {}; it receives a host copy of each message",
+                    self.topic,
+                    ad.pid,
+                    name(ad.devices.get(kind)),
+                    name(self.device_tag),
+                );
+            }
+        }
+    }
+
+    /// The process ids of subscribers on `route` that take `kind`'s memory
+    /// (they accept it and are on the pool's device; one entry per
+    /// subscription), and how many do not.
     fn readers(&self, route: Route, kind: BackendKind) -> (Vec<u32>, usize) {
         let split = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
-            let (yes, no): (Vec<_>, Vec<_>) = ads.partition(|ad| ad.accepts.contains(kind));
+            let (yes, no): (Vec<_>, Vec<_>) = ads.partition(|ad| self.takes_pool_memory(ad, kind));
             (yes.iter().map(|ad| ad.pid).collect(), no.len())
         };
         match route {
@@ -685,7 +774,7 @@ impl PublisherInner {
     /// this frame (its queue was full, or its process died).
     fn release_for(&self, ad: &SubscriberAd, device: &[Entry]) {
         let Some(pool) = &self.pool else { return };
-        if !ad.accepts.contains(pool.kind()) {
+        if !self.takes_pool_memory(ad, pool.kind()) {
             return;
         }
         for e in device {
@@ -859,6 +948,55 @@ mod latch {
 
     pub(super) fn register(p: &Arc<PublisherInner>) {
         lock(publishers()).push(Arc::downgrade(p));
+    }
+}
+
+/// Gives back the holds of device-pool readers that died.
+///
+/// A reader that dies holding blocks of a pool (imported, or handed to it
+/// and never taken) keeps them until the pool's creator notices. One thread
+/// per process looks at every pool a publisher lends from, every
+/// [`REAP_PERIOD`](reaper::REAP_PERIOD), so such blocks come back within a
+/// second, whether or not the publisher is publishing, and without a
+/// publish ever waiting for it.
+pub(crate) mod reaper {
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    use std::time::Duration;
+
+    use freight_backend::Backend;
+
+    use crate::topic::lock;
+
+    /// How often the pools are looked at.
+    pub(crate) const REAP_PERIOD: Duration = Duration::from_millis(200);
+
+    fn pools() -> &'static Mutex<Vec<Weak<dyn Backend>>> {
+        static P: OnceLock<Mutex<Vec<Weak<dyn Backend>>>> = OnceLock::new();
+        P.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("freight-reaper".into())
+                .spawn(|| loop {
+                    std::thread::sleep(REAP_PERIOD);
+                    let live: Vec<Arc<dyn Backend>> = {
+                        let mut p = lock(pools());
+                        p.retain(|w| w.strong_count() > 0);
+                        p.iter().filter_map(Weak::upgrade).collect()
+                    };
+                    for pool in live {
+                        pool.reclaim_dead_readers();
+                    }
+                })
+                .expect("spawning the freight-reaper thread");
+            Mutex::default()
+        })
+    }
+
+    /// Looks after `pool` from now on, as long as it exists.
+    pub(crate) fn watch(pool: &Arc<dyn Backend>) {
+        let mut p = lock(pools());
+        if !p.iter().any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(pool))) {
+            p.push(Arc::downgrade(pool));
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Subscriptions: take messages, blocking, spinning, or not at all.
 
+use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use freight_backend::{BufferStorage, Frame, FrameMemory};
@@ -9,10 +10,10 @@ use freight_msg::{BackendKind, BackendSet, Message, RawBuffer};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
-use crate::endpoint::{SubscriberAd, WaitMode};
+use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
 use crate::error::{CreateError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
-use crate::negotiation::negotiate;
+use crate::negotiation::{is_device_pool, negotiate, takes_device_memory};
 use crate::network::{NetworkReader, PeerTag, ReceivedBuffers};
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
@@ -26,8 +27,13 @@ pub(crate) type Listener = iceoryx2::port::listener::Listener<Ipc>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SubscriptionOptions {
     /// Backends whose memory this subscription takes as is; for any other, it
-    /// receives a host copy. `None`: every backend this process can use
-    /// (`cpu`, `shm`). `cpu` is always included.
+    /// receives a host copy. `None`: `cpu` and `shm`. `cpu` is always
+    /// included. Device memory (`cuda`, `fake-device`) is only taken from
+    /// publishers on this process's device (matched by UUID); from others the
+    /// subscription receives host bytes, and says so once per publisher on
+    /// stderr. Creating the subscription fails with
+    /// [`CreateError::BackendUnavailable`] when this process cannot use one of
+    /// the backends.
     pub accepted_backends: Option<BackendSet>,
     /// How [`Subscription::take`] waits.
     pub wait: WaitMode,
@@ -80,6 +86,11 @@ pub(crate) struct SubscriptionInner {
     topic: String,
     qos: QoS,
     accepts: BackendSet,
+    /// The UUIDs of this process's devices for the device-pool backends it accepts.
+    devices: OwnDevices,
+    /// Publishers (by id) whose buffers arrived in other memory than this
+    /// subscription asked for, already reported on stderr.
+    noted: Mutex<HashSet<u64>>,
     wait: WaitMode,
     _local: Arc<LocalTopic>,
     intra: Arc<IntraQueue>,
@@ -126,9 +137,7 @@ impl<M: Message> Subscription<M> {
         let depth = qos.validate(&limits)?;
         let accepts = options.accepted_backends.unwrap_or_else(|| ctx.default_accepted());
         for k in accepts.iter() {
-            if ctx.backend(k).is_none() {
-                return Err(CreateError::BackendUnavailable(k));
-            }
+            ctx.backend(k).map_err(CreateError::BackendUnavailable)?;
         }
         let ad = SubscriberAd {
             pid: std::process::id(),
@@ -136,7 +145,11 @@ impl<M: Message> Subscription<M> {
             durability: qos.durability,
             accepts,
             wait: options.wait,
+            devices: ctx.devices_of(accepts),
         };
+        // Only the devices of accepted backends: asking creates the backend.
+        let device = |k: BackendKind| accepts.contains(k).then(|| ctx.device_uuid(k)).flatten();
+        let devices = OwnDevices { cuda: device(BackendKind::Cuda), fake_device: device(BackendKind::FakeDevice) };
         let local = local_topic(ctx.domain_id, topic, M::TYPE_NAME)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
         let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
@@ -172,6 +185,8 @@ impl<M: Message> Subscription<M> {
                 topic: topic.into(),
                 qos,
                 accepts,
+                devices,
+                noted: Mutex::default(),
                 wait: options.wait,
                 _local: local,
                 intra,
@@ -227,7 +242,7 @@ impl<M: Message> Subscription<M> {
             Ok(Some(s)) => decode(&self.inner, Arc::new(ShmFrame::new(s)), Transport::Shm).map(Some),
             Ok(None) => match &self.inner.network {
                 Some(n) => match n.take() {
-                    Ok(Some(sample)) => decode_cdr(sample).map(Some),
+                    Ok(Some(sample)) => decode_cdr(&self.inner, sample).map(Some),
                     Ok(None) => Ok(None),
                     Err(e) => Err(TakeError::Network(e)),
                 },
@@ -300,6 +315,44 @@ impl SubscriptionInner {
     pub(crate) fn drain_wakeups(&self) {
         let _ = self.listener.try_wait(|_| {});
     }
+
+    /// Whether this subscription is on the device of `kind`'s memory that a
+    /// frame names (by UUID; `None` on both sides matches).
+    fn same_device(&self, kind: BackendKind, device: Option<[u8; 16]>) -> bool {
+        self.devices.get(kind) == device
+    }
+
+    /// Says on stderr, once per publisher, that its buffers reach this
+    /// subscription in other memory than it asked for, and why: a fallback
+    /// is never silent.
+    fn note_fallback(&self, publisher_id: u64, why: impl FnOnce() -> String) {
+        if lock(&self.noted).insert(publisher_id) {
+            eprintln!("freight: subscription to {}: {}", self.topic, why());
+        }
+    }
+}
+
+/// The devices of a subscription's process, for the device-pool backends it
+/// accepts (`None`: not accepted, or a device without UUID).
+#[derive(Debug, Clone, Copy, Default)]
+struct OwnDevices {
+    cuda: Option<[u8; 16]>,
+    fake_device: Option<[u8; 16]>,
+}
+
+impl OwnDevices {
+    fn get(&self, kind: BackendKind) -> Option<[u8; 16]> {
+        match kind {
+            BackendKind::Cuda => self.cuda,
+            BackendKind::FakeDevice => self.fake_device,
+            _ => None,
+        }
+    }
+}
+
+/// A device for messages: its short tag, or `none`.
+fn device_name(uuid: Option<[u8; 16]>) -> String {
+    uuid.map_or_else(|| "none".into(), |u| DeviceTag::of_uuid(&u).short())
 }
 
 impl Drop for SubscriptionInner {
@@ -307,8 +360,10 @@ impl Drop for SubscriptionInner {
     /// read: the publisher counted it as a reader of each of them.
     fn drop(&mut self) {
         let release = |bytes: &[u8]| {
-            if let Ok(meta) = Header::read(bytes).and_then(|h| decode_meta(bytes, &h)) {
-                release_unimported(self, meta.table);
+            if let Ok(h) = Header::read(bytes) {
+                if let Ok(meta) = decode_meta(bytes, &h) {
+                    release_unimported(self, meta.table, h.device);
+                }
             }
         };
         while let Some(frame) = self.intra.pop() {
@@ -339,7 +394,7 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
     let mut decoder = ImportingDecoder {
         table: meta.table.clone(),
         next: 0,
-        import: |ordinal: usize, e: EntryRef<'_>| match import(sub, &frame, ordinal, e) {
+        import: |ordinal: usize, e: EntryRef<'_>| match import(sub, &frame, ordinal, e, &header) {
             Ok(storage) => {
                 first_backend.get_or_insert(storage.backend());
                 Ok(RawBuffer::from_storage(storage))
@@ -355,7 +410,7 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
     let decoded = M::from_cdr_with(meta.small, &mut decoder);
     let (unread, table_error) = (decoder.table, decoder.table_error);
     let unread_count = unread.remaining();
-    release_unimported(sub, unread);
+    release_unimported(sub, unread, header.device);
     if let (Err(_), Some(e)) = (&decoded, table_error) {
         return Err(TakeError::Malformed(e));
     }
@@ -381,7 +436,7 @@ fn decode<M: Message>(sub: &SubscriptionInner, frame: Frame, transport: Transpor
 }
 
 /// Reads a message that came over DDS: plain CDR, buffers viewing the sample.
-fn decode_cdr<M: Message>(sample: freight_dds::ReceivedCdr) -> Result<Sample<M>, TakeError> {
+fn decode_cdr<M: Message>(sub: &SubscriptionInner, sample: freight_dds::ReceivedCdr) -> Result<Sample<M>, TakeError> {
     let sample = Arc::new(sample);
     let info = MessageInfo {
         publisher_id: sample.publication_handle(),
@@ -392,61 +447,113 @@ fn decode_cdr<M: Message>(sample: freight_dds::ReceivedCdr) -> Result<Sample<M>,
     };
     let msg =
         M::from_cdr_with(sample.bytes(), &mut ReceivedBuffers(sample.clone())).map_err(TakeError::MalformedCdr)?;
+    if let Some(wanted) = sub.accepts.iter().find(|k| !matches!(k, BackendKind::Cpu | BackendKind::Shm)) {
+        sub.note_fallback(info.publisher_id, || {
+            format!(
+                "a publisher reached over the network (another host, or not freight) sends CDR: its buffers arrive \
+                 in cpu memory, not {wanted}"
+            )
+        });
+    }
     Ok(Sample { msg, info })
 }
 
-/// Whether the publisher counted this subscription as a reader of `kind`'s
-/// memory (and so expects it to import or release a hold).
-fn holds_a_share(sub: &SubscriptionInner, kind: BackendKind) -> bool {
-    sub.accepts.contains(kind) && !matches!(kind, BackendKind::Cpu | BackendKind::Shm)
-}
-
-/// Imports one buffer: the publisher's memory if this subscription takes its
-/// backend, else the host copy that came with it, else (shared memory it does
-/// not take as is) a private CPU copy. Never an empty buffer in place of data.
+/// Imports one buffer, in the memory [`negotiate`] picks: the publisher's if
+/// this subscription takes its backend (and, for device memory, is on its
+/// device), else the host bytes (the host copy that came with a device
+/// buffer, or the buffer itself in the frame) as they are or mapped for this
+/// process's device (`cuda-host`), else a private CPU copy. When the chosen
+/// memory cannot be opened, the host bytes are taken instead (and the
+/// fallback reported). Never an empty buffer in place of data.
 fn import(
     sub: &SubscriptionInner,
     frame: &Frame,
     ordinal: usize,
     e: EntryRef<'_>,
+    header: &Header,
 ) -> Result<Arc<dyn BufferStorage>, TakeError> {
     let ctx = &sub.node.inner.ctx.inner;
     let with = |kind: BackendKind, descriptor: &[u8]| {
-        let b = ctx.backend(kind).ok_or(TakeError::Unusable {
-            ordinal,
-            backend: kind,
-            reason: "the backend is not available in this process".into(),
-        })?;
+        let b = ctx.backend(kind).map_err(|u| TakeError::Unusable { ordinal, backend: kind, reason: u.reason })?;
         b.import(frame, descriptor).map_err(|source| TakeError::Import { ordinal, source })
     };
+    let same_device = sub.same_device(e.kind, header.device);
     // Where the host bytes are: the host copy that came with a device buffer,
-    // or the buffer itself when it is in the frame.
+    // or the buffer itself when it is host memory in the frame.
     let host = e.alt.map_or(e.kind, |(kind, _)| kind);
-    let choice = negotiate(e.kind, host, sub.accepts);
-    match (choice == e.kind, e.alt) {
-        (true, None) => with(choice, e.descriptor),
-        // The publisher's memory could not be imported (e.g. this subscription
-        // joined after the message was sent and holds no share of the device
-        // block): the host copy carries the same bytes.
-        (true, Some((alt_kind, alt_desc))) => {
-            with(choice, e.descriptor).or_else(|_| with(negotiate(alt_kind, alt_kind, sub.accepts), alt_desc))
+    let host_descriptor = match e.alt {
+        Some((_, d)) => Some(d),
+        None if e.kind.is_host_memory() => Some(e.descriptor),
+        None => None,
+    };
+    let choice = negotiate(e.kind, host, sub.accepts, same_device);
+    let first = if choice == e.kind {
+        with(choice, e.descriptor)
+    } else {
+        match host_descriptor {
+            Some(d) => with(choice, d),
+            None => {
+                return Err(TakeError::Unusable {
+                    ordinal,
+                    backend: e.kind,
+                    reason: "no host copy came with it (did the subscription join after it was sent?)".into(),
+                })
+            }
         }
-        (false, Some((_, alt_desc))) => with(choice, alt_desc),
-        (false, None) if e.kind.is_host_memory() => with(choice, e.descriptor),
-        (false, None) => Err(TakeError::Unusable {
-            ordinal,
-            backend: e.kind,
-            reason: "no host copy came with it (did the subscription join after it was sent?)".into(),
-        }),
+    };
+    let storage = match (first, host_descriptor) {
+        (Ok(s), _) => s,
+        (Err(err), None) => return Err(err),
+        (Err(err), Some(d)) => {
+            if choice == e.kind && takes_device_memory(e.kind, sub.accepts, same_device) {
+                // Not imported: give the hold back (an error means there was none).
+                if let Ok(b) = ctx.backend(e.kind) {
+                    let _ = b.release_unimported(e.descriptor, std::process::id());
+                }
+            }
+            // The host bytes as they are if this subscription takes them,
+            // else a private copy, which always works for frame memory.
+            let frame_kind = if frame.is_process_local() { BackendKind::Cpu } else { BackendKind::Shm };
+            let fallback =
+                if sub.accepts.contains(frame_kind) && frame_kind != choice { frame_kind } else { BackendKind::Cpu };
+            if fallback == choice {
+                return Err(err);
+            }
+            let storage = with(fallback, d)?;
+            sub.note_fallback(header.publisher_id, || {
+                format!(
+                    "buffer {ordinal} could not be taken in {choice} ({err}); it arrives in {} instead (and so may \
+                     the buffers of later messages of publisher {:016x})",
+                    storage.backend(),
+                    header.publisher_id
+                )
+            });
+            storage
+        }
+    };
+    if is_device_pool(e.kind) && sub.accepts.contains(e.kind) && !same_device {
+        sub.note_fallback(header.publisher_id, || {
+            format!(
+                "publisher {:016x} lends {} memory of device {}, this subscription's device is {}: its buffers arrive \
+                 as a host copy in {}",
+                header.publisher_id,
+                e.kind,
+                device_name(header.device),
+                device_name(sub.devices.get(e.kind)),
+                storage.backend()
+            )
+        });
     }
+    Ok(storage)
 }
 
-/// Gives back holds on device blocks this subscription will not import.
-fn release_unimported(sub: &SubscriptionInner, rest: TableReader<'_>) {
+/// Gives back holds on device blocks this subscription will not import; the
+/// frame's publisher lends memory of `device`.
+fn release_unimported(sub: &SubscriptionInner, rest: TableReader<'_>, device: Option<[u8; 16]>) {
     let ctx = &sub.node.inner.ctx.inner;
     for e in rest.flatten() {
-        if holds_a_share(sub, e.kind) {
-            if let Some(b) = ctx.backend(e.kind) {
+        if takes_device_memory(e.kind, sub.accepts, sub.same_device(e.kind, device)) {
+            if let Ok(b) = ctx.backend(e.kind) {
                 let _ = b.release_unimported(e.descriptor, std::process::id());
             }
         }

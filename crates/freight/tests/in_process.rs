@@ -385,3 +385,97 @@ fn the_graph_lists_topics_endpoints_and_negotiated_backends() {
     assert_eq!(got, vec![BackendKind::Cpu, BackendKind::FakeDevice]);
     assert!(n.topic_graph("/no_such_topic").unwrap().is_none());
 }
+
+/// A node on simulated device `uuid` (its own context).
+fn node_on_device(name: &str, uuid: [u8; 16]) -> freight::Node {
+    let limits = Limits { fake_device_capacity: 16 << 20, ..Default::default() };
+    Context::builder().limits(limits).fake_device_uuid(uuid).create().unwrap().create_node(name).unwrap()
+}
+
+#[test]
+fn device_memory_stays_on_its_device_and_one_host_copy_serves_every_other_subscription() {
+    let t = topic("devices");
+    let gpu_a = node_on_device("gpu_a", [0xa; 16]);
+    let gpu_b = node_on_device("gpu_b", [0xb; 16]);
+    let devices = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let cpu_only = SubscriptionOptions { accepted_backends: Some(BackendSet::CPU_ONLY), ..Default::default() };
+    let same = gpu_a.create_subscription_with_options::<UInt8MultiArray>(&t, 5, devices).unwrap();
+    let other = gpu_b.create_subscription_with_options::<UInt8MultiArray>(&t, 5, devices).unwrap();
+    let cpu = gpu_a.create_subscription_with_options::<UInt8MultiArray>(&t, 5, cpu_only).unwrap();
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = gpu_a.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+    for k in 0..40u8 {
+        // Sizes vary, and 40 messages of up to 8 MiB pass through a 16 MiB
+        // pool only if no block is kept for the subscription on device b.
+        let len = (1 << 20) * (1 + k as usize % 8);
+        let payload: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(k)).collect();
+        publisher.publish(publisher.loan(len).unwrap().write_from_slice(&payload).unwrap()).unwrap();
+        let s = same.take(T).unwrap().expect("same device");
+        assert_eq!((s.backend(), s.data.backend()), (BackendKind::FakeDevice, BackendKind::FakeDevice));
+        assert_eq!(s.data.to_vec().unwrap(), payload);
+        let o = other.take(T).unwrap().expect("other device");
+        let c = cpu.take(T).unwrap().expect("cpu only");
+        for got in [&o, &c] {
+            assert_eq!((got.backend(), got.data.backend()), (BackendKind::Cpu, BackendKind::Cpu));
+            assert_eq!(got.data.as_bytes().unwrap(), &payload[..], "the host copy carries the same bytes");
+        }
+        let (po, pc) = (o.data.as_bytes().unwrap().as_ptr(), c.data.as_bytes().unwrap().as_ptr());
+        assert_eq!(po, pc, "one host copy per message, shared by every subscription that needs host bytes");
+    }
+}
+
+#[test]
+fn a_publisher_of_a_backend_this_process_cannot_use_is_refused_with_the_reason() {
+    let ctx = Context::new().unwrap();
+    let n = ctx.create_node("no_gpu").unwrap();
+    let t = topic("no_gpu");
+    for kind in [BackendKind::Cuda, BackendKind::CudaHost] {
+        if ctx.backend_available(kind).is_ok() {
+            eprintln!("SKIPPED for {kind}: this machine has a usable CUDA device");
+            continue;
+        }
+        let options = PublisherOptions { backend: kind, ..Default::default() };
+        match n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options) {
+            Err(CreateError::BackendUnavailable(e)) => {
+                assert_eq!(e.backend, kind);
+                let why = freight::backend::cuda::available().expect_err("unavailable, so CUDA says why");
+                assert!(e.reason.contains(&why.to_string()), "the reason is CUDA's own: {e}");
+                let text = CreateError::BackendUnavailable(e.clone()).to_string();
+                assert!(
+                    text.contains(&format!("backend {kind} is not available")) && text.contains(&e.reason),
+                    "{text}"
+                );
+            }
+            other => panic!("a {kind} publisher without a GPU: {other:?}"),
+        }
+        let accepts = SubscriptionOptions { accepted_backends: Some(BackendSet::of(&[kind])), ..Default::default() };
+        let refused = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, accepts);
+        assert!(matches!(refused, Err(CreateError::BackendUnavailable(ref e)) if e.backend == kind), "{refused:?}");
+    }
+}
+
+#[test]
+fn host_memory_loans_have_no_device_view_and_ignore_the_write_stream() {
+    let n = node("streams");
+    let t = topic("streams");
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, 5).unwrap();
+    for backend in [BackendKind::Shm, BackendKind::FakeDevice] {
+        let options = PublisherOptions { backend, ..Default::default() };
+        let publisher = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+        let mut loan = publisher.loan(64).unwrap();
+        assert_eq!(loan.device_view(0), None, "{backend}: the CPU writes it");
+        assert_eq!(loan.device_view(1), None, "no buffer 1");
+        loan.set_write_stream(42);
+        let mut loan = loan.write_from_fn(|i| i as u8);
+        assert_eq!(loan.device_view(0), None);
+        loan.set_write_stream(7);
+        publisher.publish(loan).unwrap();
+        let got = sub.take(T).unwrap().expect("the message");
+        assert_eq!(got.data.device_view(), None);
+        assert_eq!(got.data.order_on_stream(0), Ok(()), "host memory needs no stream order");
+        assert_eq!(got.data.as_bytes().unwrap()[63], 63);
+    }
+}

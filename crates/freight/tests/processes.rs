@@ -546,6 +546,26 @@ fn run_child(role: &str) {
             wait_for_parent(&cmds);
             drop((held, sub));
         }
+        // Accepts the listed backends on the device of FREIGHT_FAKE_DEVICE_UUID
+        // (read by the context), reports each of FREIGHT_TEST_COUNT messages.
+        "device_sub" => {
+            let opts = SubscriptionOptions {
+                accepted_backends: Some(accepted(&param("FREIGHT_TEST_ACCEPT"))),
+                ..Default::default()
+            };
+            let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, QoS::keep_last(4), opts).unwrap();
+            say("READY");
+            let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
+            for _ in 0..count {
+                let s = sub.take(T).unwrap().expect("a message in time");
+                let k = s.layout.data_offset;
+                let bytes = s.data.to_vec().expect("every backend copies to the host");
+                let exact = bytes.len() == len && has_pattern(k, &bytes);
+                let host = s.data.as_bytes().is_some();
+                say(format!("GOT {k} {exact} {} {} {host}", s.backend(), s.data.backend()));
+            }
+        }
         // CPU time of a blocking and of a spinning wait.
         "block_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
@@ -1404,4 +1424,188 @@ fn fake_device_pool_of_a_dead_process_is_removed_at_next_start() {
     let _p = n.create_publisher_with_options::<UInt8MultiArray>(&topic("dead_pool2"), 5, options).unwrap();
     let left: Vec<&PathBuf> = pools.iter().filter(|p| p.exists()).collect();
     assert!(left.is_empty(), "the dead process's pool is still there: {left:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Devices: device memory only to subscriptions on the same (simulated) device
+// ---------------------------------------------------------------------------
+
+/// The simulated devices of the tests below, as UUIDs and as
+/// `FREIGHT_FAKE_DEVICE_UUID` writes them.
+const GPU_A: [u8; 16] = [0xa0; 16];
+const GPU_A_HEX: &str = "a0a0a0a0-a0a0-a0a0-a0a0-a0a0a0a0a0a0";
+const GPU_B_HEX: &str = "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0";
+
+/// A node whose context is on simulated device `uuid`, with a fake-device
+/// pool of `capacity` bytes.
+fn device_node(name: &str, uuid: [u8; 16], capacity: usize) -> Node {
+    let limits = Limits { fake_device_capacity: capacity, ..Default::default() };
+    Context::builder().limits(limits).fake_device_uuid(uuid).create().unwrap().create_node(name).unwrap()
+}
+
+/// Holds of readers on the blocks of the fake-device pool file at `path`, read
+/// from the file (layout version 3, `crates/freight-backend/src/device_pool.rs`):
+/// reading them through the backend would reclaim dead readers' holds itself.
+fn pool_holds(path: &Path) -> u32 {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(&bytes[..8], b"FRFDPOOL", "{} is not a fake-device pool", path.display());
+    assert_eq!(u32_at(8), 3, "the device pool layout changed: update pool_holds");
+    let record_len = 248 + u32_at(56) as usize;
+    (0..u32_at(12) as usize).map(|i| u32_at(64 + record_len * i + 4)).sum()
+}
+
+/// The pool file this process created since `before` (its fake-device pools then).
+fn new_pool(before: &[PathBuf]) -> PathBuf {
+    let now: Vec<PathBuf> = pools_of(std::process::id()).into_iter().filter(|p| !before.contains(p)).collect();
+    assert_eq!(now.len(), 1, "one new pool: {now:?}");
+    now.into_iter().next().unwrap()
+}
+
+/// A plain iceoryx2 subscriber of a freight topic: its port name is no
+/// freight advertisement, so the publisher neither counts it as a reader of
+/// anything nor makes copies for it; it sees the frames as they are.
+struct FrameObserver {
+    _node: iceoryx2::node::Node<iceoryx2::prelude::ipc_threadsafe::Service>,
+    sub: iceoryx2::port::subscriber::Subscriber<iceoryx2::prelude::ipc_threadsafe::Service, [u8], ()>,
+}
+
+impl FrameObserver {
+    fn new(domain: u32, topic: &str) -> Self {
+        use iceoryx2::prelude::*;
+        let node = NodeBuilder::new().create::<ipc_threadsafe::Service>().unwrap();
+        let name = ServiceName::new(&format!("freight/{domain}{topic}")).unwrap();
+        let svc = node.service_builder(&name).publish_subscribe::<[u8]>().open().unwrap();
+        let sub = svc.subscriber_builder().create().unwrap();
+        FrameObserver { _node: node, sub }
+    }
+
+    /// The next frame: its length and what `inspect_frame` reads from it.
+    fn next(&self) -> (usize, freight::FrameSummary) {
+        let deadline = Instant::now() + T;
+        loop {
+            if let Some(sample) = self.sub.receive().unwrap() {
+                let bytes = sample.payload();
+                return (bytes.len(), freight::inspect_frame(bytes).expect("a well-formed frame"));
+            }
+            assert!(Instant::now() < deadline, "no frame within {T:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+fn stderr_of(kid: &Kid) -> String {
+    kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+#[test]
+fn device_memory_reaches_only_subscribers_on_the_same_device_and_one_host_copy_serves_the_rest() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "device_memory_reaches_only_subscribers_on_the_same_device_and_one_host_copy_serves_the_rest";
+    const LEN: usize = 256 << 10;
+    const COUNT: u32 = 12;
+    let before = pools_of(std::process::id());
+    // A pool of four blocks: a block held for a subscriber that never takes
+    // it would exhaust it within the run.
+    let n = device_node("devices", GPU_A, 4 * LEN);
+    let t = topic("devices");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, QoS::keep_last(4), options).unwrap();
+    let pool = new_pool(&before);
+    let (count, len) = (COUNT.to_string(), LEN.to_string());
+    let spawn = |accept: &str, uuid: &str| {
+        let env = [
+            ("FREIGHT_TEST_TOPIC", t.as_str()),
+            ("FREIGHT_TEST_ACCEPT", accept),
+            ("FREIGHT_TEST_COUNT", &count),
+            ("FREIGHT_TEST_LEN", &len),
+            ("FREIGHT_FAKE_DEVICE_UUID", uuid),
+        ];
+        Kid::spawn(name, "device_sub", &env)
+    };
+    let mut same = spawn("shm,fake-device", GPU_A_HEX);
+    let mut cpu = spawn("cpu", GPU_A_HEX);
+    let mut other = spawn("shm,fake-device", GPU_B_HEX);
+    for k in [&mut same, &mut cpu, &mut other] {
+        k.expect("READY", T);
+    }
+    let observer = FrameObserver::new(n.context().domain_id(), &t);
+    wait_for_subscriptions(&p, 4);
+    for k in 0..COUNT {
+        let mut m = p.loan(LEN).unwrap_or_else(|e| panic!("loan {k}: {e}")).write_from_fn(|i| pat(k, i));
+        m.layout.data_offset = k;
+        p.publish(m).unwrap();
+        // The frame carries the device descriptor and exactly one host copy,
+        // however many subscriptions take host bytes.
+        let (frame_len, frame) = observer.next();
+        assert_eq!(frame.device, Some(GPU_A), "the frame names the pool's device");
+        assert_eq!(frame.buffers.len(), 1);
+        assert_eq!(frame.buffers[0].kind, BackendKind::FakeDevice);
+        assert!(matches!(frame.buffers[0].alt, Some((BackendKind::Shm, _))), "{:?}", frame.buffers[0]);
+        assert!(frame_len < 2 * LEN, "a frame of {frame_len} bytes holds more than one copy of {LEN} bytes");
+        // message, bytes exact, sample backend, buffer backend, host-addressable
+        let k = k.to_string();
+        assert_eq!(same.expect("GOT", T), [&k, "true", "fake-device", "fake-device", "false"], "same device");
+        assert_eq!(cpu.expect("GOT", T), [&k, "true", "cpu", "cpu", "true"], "cpu only");
+        assert_eq!(other.expect("GOT", T), [&k, "true", "shm", "shm", "true"], "other device: the host copy");
+    }
+    // Every block went back to the pool while its readers still live: none
+    // was held for the subscriber on the other device.
+    assert!(wait_until(Duration::from_secs(1), || pool_holds(&pool) == 0), "holds left: {}", pool_holds(&pool));
+    // The fallback was said, once, where it happened; nowhere else.
+    let said = stderr_of(&other);
+    assert_eq!(said.matches("freight: ").count(), 1, "{said}");
+    assert!(said.contains("lends fake-device memory of device GPU-a0a0a0a0"), "{said}");
+    assert!(said.contains("this subscription's device is GPU-b0b0b0b0"), "{said}");
+    assert!(!stderr_of(&same).contains("freight: "), "{}", stderr_of(&same));
+    for k in [same, cpu, other] {
+        k.finish();
+    }
+}
+
+#[test]
+fn a_dead_readers_device_holds_come_back_within_a_second_without_publishing() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    const BLOCK: usize = 64 << 10;
+    let before = pools_of(std::process::id());
+    let n = device_node("reaped", GPU_A, 8 * BLOCK);
+    let t = topic("reaped");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, QoS::keep_last(4), options).unwrap();
+    let pool = new_pool(&before);
+    let mut kid = Kid::spawn(
+        "a_dead_readers_device_holds_come_back_within_a_second_without_publishing",
+        "device_hold_sub",
+        &[
+            ("FREIGHT_TEST_TOPIC", &t),
+            ("FREIGHT_TEST_QOS", "reliable4"),
+            ("FREIGHT_TEST_HOLD", "3"),
+            ("FREIGHT_FAKE_DEVICE_UUID", GPU_A_HEX),
+        ],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    for i in 0..4u32 {
+        p.publish(p.loan(BLOCK).unwrap().write_from_fn(|j| pat(i, j))).unwrap();
+    }
+    // Three imported and held, one handed to it and never taken.
+    kid.expect("HELD", T);
+    assert_eq!(pool_holds(&pool), 4, "the reader holds every block");
+    let _cleanup = RemoveOnDrop(pools_of(kid.pid()));
+    kid.kill();
+    let died = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(2), || pool_holds(&pool) == 0),
+        "the dead reader still holds {} blocks 2 s after it died",
+        pool_holds(&pool)
+    );
+    let took = died.elapsed();
+    assert!(took < Duration::from_secs(1), "the dead reader's holds came back after {took:?}");
+    drop(p);
 }
