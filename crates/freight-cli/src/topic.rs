@@ -8,12 +8,12 @@ mod publish;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use freight::graph::{Endpoint, EndpointKind, TopicGraph};
+use freight::graph::{Endpoint, EndpointKind, Pairing, TopicGraph};
 use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::{Image, PointCloud2};
 use freight::msgs::std_msgs::{Header, UInt64MultiArray, UInt8MultiArray};
 use freight::msgs::tensor_msgs::Tensor;
-use freight::{Context, Message, Node, QoS, TakeError};
+use freight::{Context, Message, Node, QoS, TakeError, Transport};
 use freight_msg::RawBuffer;
 
 /// `freight topic ...`
@@ -174,11 +174,21 @@ fn print_info(g: &TopicGraph, verbose: bool) {
     }
     if !g.pairings.is_empty() {
         println!();
-        println!("Pairings (publisher -> subscription: transport, buffers received in):");
+        println!("Pairings (publisher -> subscription: path, buffers received in (copies on the way)):");
         for p in &g.pairings {
-            println!("  [{}] -> [{}]: {:?}, {}", p.publisher, p.subscription, p.transport, p.backend);
+            println!("  {}", pairing_line(p));
         }
     }
+}
+
+/// `[0] -> [2]: shm, cuda (zero-copy, GPU-3f2a0102…)`.
+fn pairing_line(p: &Pairing) -> String {
+    let path = match p.transport {
+        Transport::Intra => "intra",
+        Transport::Shm => "shm",
+        Transport::Network => "network",
+    };
+    format!("[{}] -> [{}]: {path}, {} ({})", p.publisher, p.subscription, p.backend, p.explain())
 }
 
 fn print_endpoint(i: usize, e: &Endpoint) {
@@ -197,6 +207,9 @@ fn print_endpoint(i: usize, e: &Endpoint) {
     }
     if let Some(a) = e.accepts {
         println!("    Accepted backends: {a}");
+    }
+    for (kind, tag) in e.devices.iter() {
+        println!("    Device of {kind}: {} ({tag})", tag.short());
     }
     if let Some(w) = e.wait {
         println!("    Waits by: {w:?}");
@@ -398,6 +411,47 @@ mod tests {
         }
         assert_eq!(w.gaps().len(), 2);
         assert!(w.gaps().iter().all(|g| (*g - 0.01).abs() < 1e-6));
+    }
+
+    #[test]
+    fn pairings_name_the_path_the_backend_and_the_device_rule() {
+        use freight::graph::Copies;
+        use freight::{BackendKind, DeviceTag};
+        let pair = |transport, backend, copies, device, other_device| Pairing {
+            publisher: 0,
+            subscription: 2,
+            transport,
+            backend,
+            copies,
+            device,
+            other_device,
+        };
+        let gpu = Some(DeviceTag([0x3f, 0x2a, 1, 2, 3, 4, 5, 6]));
+        let cases = [
+            (
+                pair(Transport::Shm, BackendKind::Cuda, Copies::ZeroCopy, gpu, false),
+                "[0] -> [2]: shm, cuda (zero-copy, GPU-3f2a0102\u{2026})",
+            ),
+            (
+                pair(Transport::Shm, BackendKind::Shm, Copies::HostCopy, None, true),
+                "[0] -> [2]: shm, shm (device\u{2192}host copy once per message; on another device)",
+            ),
+            (
+                pair(Transport::Intra, BackendKind::Cpu, Copies::HostCopy, None, false),
+                "[0] -> [2]: intra, cpu (device\u{2192}host copy once per message)",
+            ),
+            (
+                pair(Transport::Shm, BackendKind::CudaHost, Copies::ZeroCopy, None, false),
+                "[0] -> [2]: shm, cuda-host (zero-copy, mapped shm)",
+            ),
+            (
+                pair(Transport::Network, BackendKind::Cpu, Copies::Serialized, None, false),
+                "[0] -> [2]: network, cpu (serialized once per message)",
+            ),
+        ];
+        for (p, line) in cases {
+            assert_eq!(pairing_line(&p), line);
+        }
     }
 
     #[test]

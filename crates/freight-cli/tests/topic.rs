@@ -16,7 +16,7 @@ fn freight(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn topic_commands_show_the_graph_and_the_traffic() {
     let domain = "77";
-    let ctx = Context::builder().domain_id(77).create().unwrap();
+    let ctx = Context::builder().domain_id(77).fake_device_uuid([0x3f; 16]).create().unwrap();
     let node = ctx.create_node_with_namespace("camera", "/robot").unwrap();
     let topic = format!("/cli_test_{}/image", std::process::id());
     let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
@@ -28,6 +28,10 @@ fn topic_commands_show_the_graph_and_the_traffic() {
     // Best effort: it never takes, and a full reliable queue would (rightly)
     // make the publisher wait for it.
     let _sub = node.create_subscription_with_options::<Image>(&topic, QoS::sensor_data(), device_ok).unwrap();
+    // The same, on another (simulated) device.
+    let other_gpu = Context::builder().domain_id(77).fake_device_uuid([0xab; 16]).create().unwrap();
+    let other_node = other_gpu.create_node_with_namespace("viewer", "/robot").unwrap();
+    let _other = other_node.create_subscription_with_options::<Image>(&topic, QoS::sensor_data(), device_ok).unwrap();
 
     let (ok, out, err) = freight(&["topic", "list", "-t", "--domain", domain]);
     assert!(ok, "{err}");
@@ -35,11 +39,19 @@ fn topic_commands_show_the_graph_and_the_traffic() {
 
     let (ok, out, err) = freight(&["topic", "info", &topic, "-v", "--domain", domain]);
     assert!(ok, "{err}");
-    assert!(out.contains("Publisher count: 1") && out.contains("Subscription count: 1"), "{out}");
-    assert!(out.contains("Node name: /robot/camera"), "{out}");
+    assert!(out.contains("Publisher count: 1") && out.contains("Subscription count: 2"), "{out}");
+    assert!(out.contains("Node name: /robot/camera") && out.contains("Node name: /robot/viewer"), "{out}");
     assert!(out.contains("Buffers live in: fake-device"), "{out}");
     assert!(out.contains("Accepted backends: fake-device,shm,cpu"), "{out}");
-    assert!(out.contains("[0] -> [1]: Intra, fake-device"), "{out}");
+    // Each endpoint's device, and the device rule per pair.
+    assert!(out.contains("Device of fake-device: GPU-3f3f3f3f\u{2026} (3f3f3f3f3f3f3f3f)"), "{out}");
+    assert!(out.contains("Device of fake-device: GPU-abababab\u{2026} (abababababababab)"), "{out}");
+    let pairs: Vec<&str> = out.lines().filter(|l| l.contains("] -> [")).collect();
+    assert_eq!(pairs.len(), 2, "{out}");
+    let same = pairs.iter().find(|l| l.contains("fake-device (")).unwrap_or_else(|| panic!("{out}"));
+    assert!(same.contains(": intra, fake-device (zero-copy, GPU-3f3f3f3f\u{2026})"), "{out}");
+    let other = pairs.iter().find(|l| !l.contains("fake-device (")).unwrap_or_else(|| panic!("{out}"));
+    assert!(other.ends_with(": intra, cpu (device\u{2192}host copy once per message; on another device)"), "{out}");
 
     let running = Arc::new(AtomicBool::new(true));
     let publishing = {
