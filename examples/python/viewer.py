@@ -10,14 +10,11 @@ array. The PNG is written with the standard library only (zlib and struct).
 """
 
 import argparse
-import struct
 import sys
 import time
-import zlib
-
-import numpy as np
 
 import freight
+from freight.demos.png import png_bytes  # the standard library's zlib and struct, nothing else
 from freight.msgs.sensor_msgs import Image
 
 # encoding -> (channels in the message, their order in the PNG, PNG color type)
@@ -45,30 +42,6 @@ def to_png_pixels(msg):
     pixels = rows[:, : msg.width * channels].reshape(msg.height, msg.width, channels)
     # Indexing with a list copies: the result no longer refers to the shared memory.
     return pixels[..., order], color_type
-
-
-def png_bytes(pixels, color_type):
-    """A PNG file of (height, width, channels) uint8 pixels: IHDR, one IDAT, IEND."""
-    height, width, channels = pixels.shape
-    rows = pixels.reshape(height, width * channels)
-    # Every row uses PNG's "Sub" filter (type 1): each byte minus the same channel
-    # of the pixel to its left. Smooth images then compress far better, and faster.
-    # uint8 arithmetic wraps modulo 256, which is what the filter specifies.
-    filtered = np.empty((height, 1 + width * channels), np.uint8)
-    filtered[:, 0] = 1
-    filtered[:, 1 : 1 + channels] = rows[:, :channels]
-    filtered[:, 1 + channels :] = rows[:, channels:] - rows[:, :-channels]
-
-    def chunk(kind, body):
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)  # 8 bits, no interlace
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(filtered.tobytes(), 6))
-        + chunk(b"IEND", b"")
-    )
 
 
 def main():

@@ -25,12 +25,13 @@ memory, not a copy. Other hosts and stock ROS 2 nodes are reached over DDS
     freight.spin(node)
 """
 
-from freight._native import Context, LoanedBuffer, Publisher, ReceivedBuffer, Subscription
+from freight._native import Context, DeviceArray, LoanedBuffer, Publisher, ReceivedBuffer, Subscription
 from freight.clock import Clock, Time
 from freight.context import init, ok, shutdown
 from freight import errors as _errors
 from freight.errors import (
     BackendError,
+    BackendUnavailableError,
     ContextError,
     FreightError,
     InvalidNameError,
@@ -53,6 +54,28 @@ from freight.qos import (
     qos_profile_sensor_data,
     qos_profile_system_default,
 )
+
+
+def as_cuda(data):
+    """``data`` as a CUDA device addresses it, for DLPack consumers on the GPU.
+
+    ``data`` is a received buffer field: a numpy array in ``cuda-host`` memory
+    (page-locked host memory mapped for the GPU) or its ``ReceivedBuffer``
+    gives a :class:`DeviceArray` over the mapped device pointer, with no copy
+    (``torch.from_dlpack(freight.as_cuda(msg.data))`` is a CUDA tensor over
+    host memory); a :class:`DeviceArray` (``cuda`` memory) is returned as it
+    is. Memory no GPU maps raises :class:`freight.BackendError`.
+    """
+    if isinstance(data, DeviceArray):
+        return data
+    base = data
+    while base is not None and not isinstance(base, ReceivedBuffer):
+        base = getattr(base, "base", None)
+    if base is None:
+        raise TypeError(
+            f"as_cuda takes a received buffer field (numpy array, ReceivedBuffer or DeviceArray), not {type(data).__name__}"
+        )
+    return base.as_cuda()
 
 
 def create_node(node_name, *, context=None, namespace=None):
@@ -98,6 +121,8 @@ __all__ = [
     "Subscription",
     "ReceivedBuffer",
     "LoanedBuffer",
+    "DeviceArray",
+    "as_cuda",
     "Executor",
     "SingleThreadedExecutor",
     "MultiThreadedExecutor",

@@ -55,6 +55,14 @@ class BackendError(FreightError):
     """A memory backend is unavailable, or a buffer could not be imported."""
 
 
+class BackendUnavailableError(BackendError):
+    """A publisher or subscription asked for a memory backend this process
+    cannot use: no GPU or CUDA driver for ``"cuda"`` / ``"cuda-host"``, or a
+    device pool that could not be created. The message says why; use
+    ``backend="shm"`` (host shared memory) instead, or fix what it names.
+    """
+
+
 class SharedMemoryError(FreightError, OSError):
     """Shared memory (iceoryx2) failed: check that /dev/shm is writable and large enough."""
 
@@ -74,6 +82,7 @@ __all__ = [
     "LoanError",
     "MalformedMessageError",
     "BackendError",
+    "BackendUnavailableError",
     "SharedMemoryError",
     "NetworkError",
 ]

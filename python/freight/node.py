@@ -137,9 +137,21 @@ class Node:
     def get_clock(self):
         return self._clock
 
-    def create_publisher(self, msg_type, topic, qos_profile):
-        """A publisher of ``msg_type`` on ``topic`` (relative names resolve in the node's namespace)."""
-        publisher = self._native.create_publisher(msg_type, topic, as_profile(qos_profile)._native())
+    def create_publisher(self, msg_type, topic, qos_profile, *, backend="shm"):
+        """A publisher of ``msg_type`` on ``topic`` (relative names resolve in the node's namespace).
+
+        ``backend`` (freight): where its loans live. ``"shm"`` (default): host
+        shared memory; ``"cuda"``: CUDA device memory (``loan_tensor`` gives
+        torch CUDA tensors); ``"cuda-host"``: page-locked host memory that the
+        GPU maps too; ``"fake-device"``: a simulated device, for tests;
+        ``"cpu"``: process memory. Subscribers that do not accept it get a
+        host copy. A name that is none of these raises ``ValueError``; a
+        backend this process cannot use, :class:`freight.BackendUnavailableError`
+        saying why.
+        """
+        if not isinstance(backend, str):
+            raise TypeError(f"backend must be a backend name (str), not {type(backend).__name__}")
+        publisher = self._native.create_publisher(msg_type, topic, as_profile(qos_profile)._native(), backend)
         self._publishers.append(publisher)
         return publisher
 

@@ -1,5 +1,6 @@
-//! DLPack export of freight's buffers (`__dlpack__`), so `numpy.from_dlpack`
-//! and `torch.from_dlpack` view them without a copy.
+//! DLPack export of freight's buffers (`__dlpack__`), so `numpy.from_dlpack`,
+//! `torch.from_dlpack`, `cupy.from_dlpack` and `jax.dlpack.from_dlpack` view
+//! them without a copy.
 //!
 //! The structures are those of `dlpack.h` 1.x. A consumer that announces
 //! `max_version >= (1, 0)` gets a `dltensor_versioned` capsule, which can say
@@ -7,19 +8,29 @@
 //! cannot, so read-only memory (a received sample) is refused to it, as numpy
 //! refuses its own read-only arrays: a consumer that writes to a subscriber's
 //! shared memory would corrupt what every other subscriber reads.
+//!
+//! Host memory is exported as `kDLCPU`; CUDA device memory (and host memory
+//! mapped for a device, when asked for as such) as `kDLCUDA` with the device's
+//! ordinal in this process. [`negotiate`] decides, from the consumer's
+//! `dl_device` and `copy`, whether a buffer is exported in place or as a host copy.
 
 use std::ffi::{c_void, CStr};
 use std::ptr;
 
 use freight_msg::ElementInfo;
-use pyo3::exceptions::PyBufferError;
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::arrays::Memory;
-
+/// `kDLCPU`: host memory.
+pub(crate) const KDL_CPU: i32 = 1;
+/// `kDLCUDA`: CUDA device memory (or host memory mapped for a device).
+pub(crate) const KDL_CUDA: i32 = 2;
+/// `kDLExtDev`: DLPack's device type "for testing extension devices", which
+/// the simulated `fake-device` reports; no consumer can address it.
+pub(crate) const KDL_EXT_DEV: i32 = 12;
 /// `(kDLCPU, 0)`: host memory.
-pub(crate) const CPU_DEVICE: (i32, i32) = (1, 0);
+pub(crate) const CPU_DEVICE: (i32, i32) = (KDL_CPU, 0);
 
 const READ_ONLY: u64 = 1 << 0;
 const IS_COPIED: u64 = 1 << 1;
@@ -32,11 +43,71 @@ struct DLDevice {
     device_id: i32,
 }
 
+/// A DLPack element type: `code` (0 int, 1 uint, 2 float, 4 bfloat, 5
+/// complex, 6 bool), `bits`, `lanes`.
 #[repr(C)]
-struct DLDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DLDataType {
+    pub(crate) code: u8,
+    pub(crate) bits: u8,
+    pub(crate) lanes: u16,
+}
+
+impl DLDataType {
+    /// The DLPack type of a buffer field's element.
+    pub(crate) fn of(element: ElementInfo) -> Self {
+        let code = match element.ros_name.as_bytes()[0] {
+            b'i' => 0, // kDLInt
+            b'u' => 1, // kDLUInt
+            _ => 2,    // kDLFloat: float32, float64
+        };
+        DLDataType { code, bits: (element.size * 8) as u8, lanes: 1 }
+    }
+
+    /// Bytes per element.
+    pub(crate) fn itemsize(self) -> usize {
+        (self.bits as usize).div_ceil(8) * self.lanes as usize
+    }
+
+    /// Parses a dtype as torch, numpy or a string names it (`torch.float16`,
+    /// `numpy.uint8`, `"float32"`, `torch.bfloat16`, `torch.bool`).
+    pub(crate) fn parse(dtype: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = dtype.py();
+        let text = dtype.str()?.to_string();
+        let name = match text.strip_prefix("torch.") {
+            Some(torch_name) => torch_name.to_string(),
+            None => {
+                let numpy = py.import("numpy")?;
+                match numpy.getattr("dtype")?.call1((dtype,)) {
+                    Ok(d) => d.getattr("name")?.extract::<String>()?,
+                    Err(_) => text.clone(),
+                }
+            }
+        };
+        let unsupported = || {
+            PyTypeError::new_err(format!(
+                "dtype {text} has no DLPack type freight knows; use an int, uint, float, bfloat16, complex or bool dtype"
+            ))
+        };
+        if name == "bool" {
+            return Ok(DLDataType { code: 6, bits: 8, lanes: 1 });
+        }
+        let split = name.find(|c: char| c.is_ascii_digit()).ok_or_else(unsupported)?;
+        let (kind, bits) = name.split_at(split);
+        let bits: u8 = bits.parse().map_err(|_| unsupported())?;
+        let code = match kind {
+            "int" => 0,
+            "uint" => 1,
+            "float" => 2,
+            "bfloat" => 4,
+            "complex" => 5,
+            _ => return Err(unsupported()),
+        };
+        if bits == 0 || !bits.is_multiple_of(8) {
+            return Err(unsupported());
+        }
+        Ok(DLDataType { code, bits, lanes: 1 })
+    }
 }
 
 #[repr(C)]
@@ -76,7 +147,9 @@ struct DLManagedTensorVersioned {
 #[repr(C)]
 struct Exported<T> {
     managed: T,
-    shape: i64,
+    /// The extents; `dl_tensor.shape` points into this vector's heap buffer,
+    /// which does not move with the box.
+    shape: Vec<i64>,
     /// Keeps the memory alive (dropped by the deleter, with or without the GIL:
     /// PyO3 defers the decref until a thread holds it).
     _owner: Py<PyAny>,
@@ -116,79 +189,148 @@ unsafe extern "C" fn drop_unused_versioned(capsule: *mut ffi::PyObject) {
     }
 }
 
-fn dtype_of(element: ElementInfo) -> DLDataType {
-    let code = match element.ros_name.as_bytes()[0] {
-        b'i' => 0, // kDLInt
-        b'u' => 1, // kDLUInt
-        _ => 2,    // kDLFloat: float32, float64
-    };
-    DLDataType { code, bits: (element.size * 8) as u8, lanes: 1 }
+/// How a buffer answers one `__dlpack__` call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Export {
+    /// A view of the memory where it is.
+    InPlace,
+    /// A private host copy (the consumer asked for `copy=True`, or for the CPU
+    /// while the memory is on a device).
+    HostCopy,
 }
 
-/// A DLPack capsule viewing `memory` (a 1-D array of `element`), owned by `owner`.
+/// Decides how memory on `native` (a DLPack device) is exported to a consumer
+/// that asked for `dl_device` and `copy`, as the array API's `__dlpack__`
+/// defines them; refuses what cannot be done with `BufferError`.
+pub(crate) fn negotiate(native: (i32, i32), dl_device: Option<(i32, i32)>, copy: Option<bool>) -> PyResult<Export> {
+    let target = dl_device.unwrap_or(native);
+    if target == native {
+        return match copy {
+            Some(true) if native != CPU_DEVICE => Err(PyBufferError::new_err(format!(
+                "copy=True on device {native:?}: freight copies device memory only to the host; ask for \
+                 dl_device=(1, 0) (numpy.from_dlpack(x, device='cpu', copy=True)), or copy on the device \
+                 after importing (tensor.clone())"
+            ))),
+            Some(true) => Ok(Export::HostCopy),
+            _ => Ok(Export::InPlace),
+        };
+    }
+    if target == CPU_DEVICE && native.0 != KDL_CPU {
+        if copy == Some(false) {
+            return Err(PyBufferError::new_err(format!(
+                "this buffer is on device {native:?}; the CPU can have it only as a copy (copy=False was given)"
+            )));
+        }
+        return Ok(Export::HostCopy);
+    }
+    let what = if native.0 == KDL_CPU { "host memory" } else { "device memory" };
+    Err(PyBufferError::new_err(format!(
+        "this buffer is {what} (device {native:?}); it cannot be exported to device {target:?}"
+    )))
+}
+
+/// The DLPack stream a consumer named (`__dlpack__(stream=...)`): `None` when
+/// it asked for no ordering (`-1`), else the `CUstream` handle, `None` from
+/// Python meaning the legacy default stream (`1`), as the array API says.
+pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    let Some(stream) = stream.filter(|s| !s.is_none()) else { return Ok(Some(1)) };
+    let handle: i64 = stream.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "stream must be an int (a CUstream handle; 1: legacy default stream, 2: per-thread default, \
+             -1: no ordering), not {}",
+            crate::errors::type_name(stream)
+        ))
+    })?;
+    match handle {
+        -1 => Ok(None),
+        h if h < 0 => Err(PyValueError::new_err(format!("stream {h} is not a CUstream handle"))),
+        h => Ok(Some(h as u64)),
+    }
+}
+
+/// What a capsule describes: a C-contiguous tensor at `data` on `device`.
+pub(crate) struct Described {
+    /// Address of the first element (a host pointer, or a `CUdeviceptr`).
+    pub(crate) data: u64,
+    /// `(device type, ordinal)`.
+    pub(crate) device: (i32, i32),
+    pub(crate) shape: Vec<i64>,
+    pub(crate) dtype: DLDataType,
+    pub(crate) writable: bool,
+}
+
+impl Described {
+    /// A 1-D tensor of `element` over `len` bytes of host memory.
+    pub(crate) fn host(ptr: *const u8, len: usize, element: ElementInfo, writable: bool) -> Self {
+        Described {
+            data: ptr as u64,
+            device: CPU_DEVICE,
+            shape: vec![(len / element.size.max(1)) as i64],
+            dtype: DLDataType::of(element),
+            writable,
+        }
+    }
+}
+
+/// A DLPack capsule of `tensor`, owned by `owner`. With `copy` the capsule
+/// holds those bytes (host memory, `IS_COPIED`) instead of viewing `tensor`.
 pub(crate) fn export<'py>(
     owner: &Bound<'py, PyAny>,
-    memory: Memory,
-    element: ElementInfo,
+    tensor: Described,
     max_version: Option<(u32, u32)>,
-    dl_device: Option<(i32, i32)>,
-    copy: Option<bool>,
+    copy: Option<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(device) = dl_device.filter(|d| *d != CPU_DEVICE) {
-        return Err(PyBufferError::new_err(format!(
-            "this buffer is host memory (device {CPU_DEVICE:?}); it cannot be exported to device {device:?}"
-        )));
-    }
     let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-    if !versioned && !memory.writable {
+    let writable = tensor.writable || copy.is_some();
+    if !versioned && !writable {
         return Err(PyBufferError::new_err(
             "this buffer is read-only (a received message), which DLPack before 1.0 cannot signal; \
-             use a consumer that supports DLPack 1.0 (numpy >= 2.1) or copy it first",
+             use a consumer that supports DLPack 1.0 (numpy >= 2.1, torch >= 2.9) or copy it first",
         ));
     }
-    let copy_bytes = (copy == Some(true)).then(|| {
-        // SAFETY: `memory` is valid for reads while `owner` lives (held here).
-        unsafe { std::slice::from_raw_parts(memory.ptr, memory.len) }.to_vec()
-    });
-    let mut data = copy_bytes.as_ref().map_or(memory.ptr, |v| v.as_ptr().cast_mut()).cast::<c_void>();
+    let (mut data, device) = match &copy {
+        Some(v) => (v.as_ptr().cast_mut().cast::<c_void>(), CPU_DEVICE),
+        None => (tensor.data as usize as *mut c_void, tensor.device),
+    };
     if data.is_null() {
         data = ptr::NonNull::<u64>::dangling().as_ptr().cast();
     }
-    let itemsize = element.size.max(1);
-    let tensor = |shape: *mut i64| DLTensor {
+    let ndim = tensor.shape.len() as i32;
+    let dl_tensor = || DLTensor {
         data,
-        device: DLDevice { device_type: CPU_DEVICE.0, device_id: CPU_DEVICE.1 },
-        ndim: 1,
-        dtype: dtype_of(element),
-        shape,
+        device: DLDevice { device_type: device.0, device_id: device.1 },
+        ndim,
+        dtype: tensor.dtype,
+        shape: ptr::null_mut(),
         strides: ptr::null_mut(),
         byte_offset: 0,
     };
     let py = owner.py();
     let owner = owner.clone().unbind();
-    let shape = (memory.len / itemsize) as i64;
+    let shape = tensor.shape;
     // SAFETY (both arms): the boxes are leaked into the capsule and freed
     // exactly once, by the consumer's call of the deleter or by the capsule's
-    // destructor when no consumer took it; `shape` lives in the same box.
+    // destructor when no consumer took it; the extents live in the same box.
     let capsule = unsafe {
         if versioned {
-            let mut flags = if memory.writable { 0 } else { READ_ONLY };
-            if copy_bytes.is_some() {
-                flags = IS_COPIED;
-            }
+            let flags = match (&copy, tensor.writable) {
+                (Some(_), _) => IS_COPIED,
+                (None, true) => 0,
+                (None, false) => READ_ONLY,
+            };
             let b = Box::into_raw(Box::new(Exported {
                 managed: DLManagedTensorVersioned {
                     version: DLPackVersion { major: 1, minor: 0 },
                     manager_ctx: ptr::null_mut(),
                     deleter: Some(delete_versioned),
                     flags,
-                    dl_tensor: tensor(ptr::null_mut()),
+                    dl_tensor: dl_tensor(),
                 },
                 shape,
                 _owner: owner,
-                _copy: copy_bytes,
+                _copy: copy,
             }));
-            (*b).managed.dl_tensor.shape = ptr::addr_of_mut!((*b).shape);
+            (*b).managed.dl_tensor.shape = (*b).shape.as_mut_ptr();
             (*b).managed.manager_ctx = b.cast();
             let capsule = ffi::PyCapsule_New(b.cast(), VERSIONED_NAME.as_ptr(), Some(drop_unused_versioned));
             if capsule.is_null() {
@@ -198,15 +340,15 @@ pub(crate) fn export<'py>(
         } else {
             let b = Box::into_raw(Box::new(Exported {
                 managed: DLManagedTensor {
-                    dl_tensor: tensor(ptr::null_mut()),
+                    dl_tensor: dl_tensor(),
                     manager_ctx: ptr::null_mut(),
                     deleter: Some(delete_legacy),
                 },
                 shape,
                 _owner: owner,
-                _copy: copy_bytes,
+                _copy: copy,
             }));
-            (*b).managed.dl_tensor.shape = ptr::addr_of_mut!((*b).shape);
+            (*b).managed.dl_tensor.shape = (*b).shape.as_mut_ptr();
             (*b).managed.manager_ctx = b.cast();
             let capsule = ffi::PyCapsule_New(b.cast(), LEGACY_NAME.as_ptr(), Some(drop_unused_legacy));
             if capsule.is_null() {

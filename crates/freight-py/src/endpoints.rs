@@ -5,21 +5,26 @@
 use std::any::Any;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration as StdDuration, Instant};
 
 use freight::{
     BackendKind, BackendSet, Context as RustContext, CreateError, Durability, LoanError, LoanUninit, Node as RustNode,
-    Publisher as RustPublisher, QoS, Reliability, Subscription as RustSubscription, SubscriptionOptions, WaitOutcome,
-    WaitSet,
+    Publisher as RustPublisher, PublisherOptions, QoS, Reliability, Subscription as RustSubscription,
+    SubscriptionOptions, WaitOutcome, WaitSet,
 };
+use freight_msg::ElementInfo;
 use numpy::npyffi::{self, npy_intp};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::arrays::{ascontiguous, contiguous_memory, parse_shape_dtype, view, LoanedBuffer, Memory};
+use crate::arrays::{
+    contiguous_memory, host_source, object_memory, parse_shape, parse_shape_dtype, view, HostSource, LoanCell,
+    LoanLayout, LoanedBuffer, Memory,
+};
+use crate::dlpack::{DLDataType, CPU_DEVICE, KDL_CUDA};
 use crate::errors::{error, from_context, from_create, from_loan, from_publish, from_take, from_wait, Kind};
 use crate::fields::{Buffers, PyMessage};
 use crate::messages;
@@ -144,9 +149,28 @@ impl Node {
         self.inner.fully_qualified_name()
     }
 
-    fn create_publisher(&self, msg_type: &Bound<'_, PyType>, topic: &str, qos: QosTuple) -> PyResult<Publisher> {
-        let inner = endpoints_of(msg_type)?.publisher(&self.inner, topic, qos_from(qos)?).map_err(from_create)?;
-        Ok(Publisher { inner, msg_type: msg_type.clone().unbind() })
+    /// `backend`: where loans live (`"shm"`, the default; `"cuda"`,
+    /// `"cuda-host"`, `"fake-device"`, `"cpu"`). A backend this process
+    /// cannot use raises `freight.BackendUnavailableError` with the reason.
+    #[pyo3(signature = (msg_type, topic, qos, backend=None))]
+    fn create_publisher(
+        &self,
+        msg_type: &Bound<'_, PyType>,
+        topic: &str,
+        qos: QosTuple,
+        backend: Option<&str>,
+    ) -> PyResult<Publisher> {
+        let kind = match backend {
+            None => BackendKind::Shm,
+            Some(name) => BackendKind::from_name(name).ok_or_else(|| {
+                let names: Vec<String> = BackendKind::ALL.iter().map(|k| format!("{:?}", k.name())).collect();
+                PyValueError::new_err(format!("backend {name:?} is not one of {}", names.join(", ")))
+            })?,
+        };
+        let options = PublisherOptions { backend: kind, ..PublisherOptions::default() };
+        let endpoints = endpoints_of(msg_type)?;
+        let inner = endpoints.publisher(&self.inner, topic, qos_from(qos)?, options).map_err(from_create)?;
+        Ok(Publisher { inner, msg_type: msg_type.clone().unbind(), backend: kind, lent: LentLoans::default() })
     }
 
     /// `accepted_backends`: backend names (`"cpu"`, `"shm"`, ...) whose memory
@@ -181,7 +205,13 @@ impl Node {
 
 /// Creates the endpoints of one message type.
 pub(crate) trait Endpoints: Sync {
-    fn publisher(&self, node: &RustNode, topic: &str, qos: QoS) -> Result<Box<dyn AnyPublisher>, CreateError>;
+    fn publisher(
+        &self,
+        node: &RustNode,
+        topic: &str,
+        qos: QoS,
+        options: PublisherOptions,
+    ) -> Result<Box<dyn AnyPublisher>, CreateError>;
     fn subscription(
         &self,
         node: &RustNode,
@@ -199,8 +229,14 @@ impl<M> Typed<M> {
 }
 
 impl<M: PyMessage> Endpoints for Typed<M> {
-    fn publisher(&self, node: &RustNode, topic: &str, qos: QoS) -> Result<Box<dyn AnyPublisher>, CreateError> {
-        Ok(Box::new(node.create_publisher::<M>(topic, qos)?))
+    fn publisher(
+        &self,
+        node: &RustNode,
+        topic: &str,
+        qos: QoS,
+        options: PublisherOptions,
+    ) -> Result<Box<dyn AnyPublisher>, CreateError> {
+        Ok(Box::new(node.create_publisher_with_options::<M>(topic, qos, options)?))
     }
 
     fn subscription(
@@ -214,9 +250,72 @@ impl<M: PyMessage> Endpoints for Typed<M> {
     }
 }
 
+/// Where `loan_buffer` / `loan_tensor` should put the memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Placement {
+    /// Host memory the CPU writes.
+    Cpu,
+    /// A CUDA device's address of the memory; `Some(n)`: it must be device `n`.
+    Cuda(Option<i32>),
+}
+
+impl Placement {
+    /// Parses `"cpu"`, `"cuda"`, `"cuda:N"` or a `torch.device`.
+    fn parse(device: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let text = device.str()?.to_string();
+        let bad = || PyValueError::new_err(format!("device {text:?} is not \"cpu\", \"cuda\" or \"cuda:N\""));
+        match text.as_str() {
+            "cpu" => Ok(Placement::Cpu),
+            "cuda" => Ok(Placement::Cuda(None)),
+            other => {
+                let n = other.strip_prefix("cuda:").ok_or_else(bad)?;
+                Ok(Placement::Cuda(Some(n.parse().map_err(|_| bad())?)))
+            }
+        }
+    }
+}
+
+/// A loan this publisher lent and has not seen published: the addresses of
+/// its memory (host, device; 0 where there is none) and a weak reference to
+/// it, so that dropping the last Python reference still returns it.
+struct Lent {
+    addrs: [usize; 2],
+    len: usize,
+    loan: Weak<Mutex<Option<Box<dyn Any + Send>>>>,
+}
+
+/// The loans of one publisher, found again from the address of a tensor
+/// over their memory: `publish` adopts a torch or CuPy tensor made from a
+/// loan this way (such tensors do not lead back to the loan's object).
+#[derive(Default)]
+pub(crate) struct LentLoans(Mutex<Vec<Lent>>);
+
+impl LentLoans {
+    fn register(&self, addrs: [usize; 2], len: usize, cell: &LoanCell) {
+        let Ok(mut lent) = self.0.lock() else { return };
+        lent.retain(|l| l.loan.upgrade().is_some_and(|c| c.lock().is_ok_and(|c| c.is_some())));
+        lent.push(Lent { addrs, len, loan: Arc::downgrade(cell) });
+    }
+
+    /// The loan whose memory is exactly `len` bytes at `addr`.
+    fn find(&self, addr: usize, len: usize) -> Option<LoanCell> {
+        if addr == 0 || len == 0 {
+            return None;
+        }
+        let lent = self.0.lock().ok()?;
+        lent.iter().filter(|l| l.len == len && l.addrs.contains(&addr)).find_map(|l| l.loan.upgrade())
+    }
+}
+
 /// A publisher of any message type.
 pub(crate) trait AnyPublisher: Send + Sync {
-    fn publish(&self, py: Python<'_>, msg: &Bound<'_, PyAny>, me: &Bound<'_, Publisher>) -> PyResult<()>;
+    fn publish(
+        &self,
+        py: Python<'_>,
+        msg: &Bound<'_, PyAny>,
+        me: &Bound<'_, Publisher>,
+        stream: Option<u64>,
+    ) -> PyResult<()>;
     fn loan<'py>(
         &self,
         py: Python<'py>,
@@ -224,49 +323,123 @@ pub(crate) trait AnyPublisher: Send + Sync {
         dtype: &Bound<'py, PyAny>,
         me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, PyAny>>;
+    fn loan_buffer<'py>(
+        &self,
+        py: Python<'py>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        placement: Placement,
+        me: &Bound<'py, Publisher>,
+    ) -> PyResult<Bound<'py, LoanedBuffer>>;
     fn topic_name(&self) -> &str;
     fn subscription_count(&self) -> usize;
 }
 
-/// The loan behind `arrays` when they are exactly one whole loan of `me`.
+/// The loan behind `values` when they are exactly one whole loan of `me`: the
+/// numpy array `loan()` returned, a `LoanedBuffer`, or a tensor (torch, CuPy)
+/// over the whole memory of one of `me`'s loans.
 fn adopt_loan<M: PyMessage>(
     py: Python<'_>,
-    arrays: &[Bound<'_, PyUntypedArray>],
+    values: &[Bound<'_, PyAny>],
     me: &Bound<'_, Publisher>,
 ) -> PyResult<Option<LoanUninit<M>>> {
-    let [array] = arrays else { return Ok(None) };
-    // SAFETY: a live array; its base is a borrowed reference or null.
-    let base = unsafe { (*array.as_array_ptr()).fields.base };
-    if base.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: non-null and owned by the array, which outlives this borrow.
-    let base = unsafe { Bound::from_borrowed_ptr(py, base) };
-    let Ok(lent) = base.cast::<LoanedBuffer>() else { return Ok(None) };
-    let lent = lent.get();
-    let (addr, nbytes) = contiguous_memory(array);
-    // Another publisher's loan, or a part of this one: published by copy.
-    // (numpy holds a placeholder address for an empty loan.)
-    let same_memory = nbytes == lent.len && (lent.len == 0 || addr == lent.ptr);
-    if !lent.publisher.bind(py).is(me) || !array.is_c_contiguous() || !same_memory {
-        return Ok(None);
-    }
-    let taken = lent.loan.lock().map_err(|_| error(Kind::Loan, "a loan's lock was poisoned"))?.take();
+    let [value] = values else { return Ok(None) };
+    let publisher = me.get();
+    let array = value.cast::<PyUntypedArray>().ok();
+    let cell = if let Some(array) = array {
+        // SAFETY: a live array; its base is a borrowed reference or null.
+        let base = unsafe { (*array.as_array_ptr()).fields.base };
+        // SAFETY: non-null and owned by the array, which outlives this borrow.
+        let base = (!base.is_null()).then(|| unsafe { Bound::from_borrowed_ptr(py, base) });
+        let (addr, nbytes) = contiguous_memory(array);
+        match base.as_ref().and_then(|b| b.cast::<LoanedBuffer>().ok()) {
+            // The array `loan()` returned, or a reshape of it; another
+            // publisher's loan, or a part of this one, is published by copy.
+            // (numpy holds a placeholder address for an empty loan.)
+            Some(lent) => {
+                let lent = lent.get();
+                let same_memory = nbytes == lent.len && (lent.len == 0 || addr == lent.ptr);
+                (lent.publisher.bind(py).is(me) && array.is_c_contiguous() && same_memory).then(|| lent.loan.clone())
+            }
+            None => None,
+        }
+    } else if let Ok(lent) = value.cast::<LoanedBuffer>() {
+        let lent = lent.get();
+        lent.publisher.bind(py).is(me).then(|| lent.loan.clone())
+    } else {
+        object_memory(value)?.filter(|m| m.contiguous).and_then(|m| publisher.lent.find(m.addr, m.len))
+    };
+    let Some(cell) = cell else { return Ok(None) };
+    let taken = cell.lock().map_err(|_| error(Kind::Loan, "a loan's lock was poisoned"))?.take();
     let Some(loan) = taken else {
         return Err(error(Kind::Loan, "this loan was already published; call loan() again for the next message"));
     };
     let loan =
         loan.downcast::<LoanUninit<M>>().map_err(|_| error(Kind::Loan, "the loan is of another message type"))?;
-    // The memory now belongs to the subscribers: the array that was published
-    // may no longer write to it.
-    // SAFETY: clearing WRITEABLE on a live array is what numpy's
-    // PyArray_CLEARFLAGS does.
-    unsafe { (*array.as_array_ptr()).fields.flags &= !npyffi::NPY_ARRAY_WRITEABLE };
+    if let Some(array) = array {
+        // The memory now belongs to the subscribers: the array that was
+        // published may no longer write to it. (A tensor has no such flag.)
+        // SAFETY: clearing WRITEABLE on a live array is what numpy's
+        // PyArray_CLEARFLAGS does.
+        unsafe { (*array.as_array_ptr()).fields.flags &= !npyffi::NPY_ARRAY_WRITEABLE };
+    }
     Ok(Some(*loan))
 }
 
+/// The stream a publisher's GPU writes were submitted to when `publish` was
+/// not told: torch's current stream on the loan's device when torch is in
+/// use, else the legacy default stream (0).
+fn default_write_stream(py: Python<'_>, ordinal: i32) -> u64 {
+    let torch_stream = || -> PyResult<u64> {
+        let modules = py.import("sys")?.getattr("modules")?;
+        let Some(torch) = modules.call_method1("get", ("torch",)).ok().filter(|t| !t.is_none()) else {
+            return Ok(0);
+        };
+        torch.getattr("cuda")?.call_method1("current_stream", (ordinal,))?.getattr("cuda_stream")?.extract()
+    };
+    torch_stream().unwrap_or(0)
+}
+
+/// A `CUstream` from `publish(stream=...)`: an int, a `torch.cuda.Stream`
+/// (`cuda_stream`) or a `cupy.cuda.Stream` (`ptr`).
+fn parse_stream(stream: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let handle = if let Ok(h) = stream.extract::<i64>() {
+        h
+    } else if let Ok(h) = stream.getattr("cuda_stream") {
+        h.extract()?
+    } else if let Ok(h) = stream.getattr("ptr") {
+        h.extract()?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "stream must be a CUstream handle (int), a torch.cuda.Stream or a cupy.cuda.Stream, not {}",
+            crate::errors::type_name(stream)
+        )));
+    };
+    u64::try_from(handle).map_err(|_| PyValueError::new_err(format!("stream {handle} is not a CUstream handle")))
+}
+
+/// The one buffer field of `M`, which `loan` lends memory for.
+fn single_element<M: PyMessage>() -> PyResult<ElementInfo> {
+    let mut elements = Vec::new();
+    M::elements(&mut elements);
+    match elements[..] {
+        [element] => Ok(element),
+        _ => Err(PyTypeError::new_err(format!(
+            "{} has {} buffer fields; loan() lends memory for a message with one. Publish it with publish(msg)",
+            M::TYPE_NAME,
+            elements.len()
+        ))),
+    }
+}
+
 impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
-    fn publish(&self, py: Python<'_>, msg: &Bound<'_, PyAny>, me: &Bound<'_, Publisher>) -> PyResult<()> {
+    fn publish(
+        &self,
+        py: Python<'_>,
+        msg: &Bound<'_, PyAny>,
+        me: &Bound<'_, Publisher>,
+        stream: Option<u64>,
+    ) -> PyResult<()> {
         let obj = msg.cast::<M::Class>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "this publisher sends {}, not {}",
@@ -275,19 +448,26 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
             ))
         })?;
         let obj = obj.try_borrow()?;
-        let mut arrays = Vec::new();
-        M::arrays_of(&obj, py, &mut arrays);
-        let loan = match adopt_loan::<M>(py, &arrays, me)? {
-            Some(loan) => loan,
+        let mut values = Vec::new();
+        M::arrays_of(&obj, py, &mut values);
+        let loan = match adopt_loan::<M>(py, &values, me)? {
+            Some(mut loan) => {
+                // Readers wait for the kernels that wrote the loan, on the
+                // GPU: the stream they were submitted to is recorded here.
+                if let Some(view) = loan.device_view(0) {
+                    loan.set_write_stream(stream.unwrap_or_else(|| default_write_stream(py, view.ordinal)));
+                }
+                loan
+            }
             None => {
-                let arrays = arrays.iter().map(ascontiguous).collect::<PyResult<Vec<_>>>()?;
-                let memory: Vec<(usize, usize)> = arrays.iter().map(contiguous_memory).collect();
+                let sources = values.iter().map(host_source).collect::<PyResult<Vec<_>>>()?;
+                let memory: Vec<(usize, usize)> = sources.iter().map(HostSource::memory).collect();
                 let fill = || -> Result<LoanUninit<M>, LoanError> {
                     let lens: Vec<usize> = memory.iter().map(|m| m.1).collect();
                     let mut loan = self.loan_buffers(&lens)?;
                     for (i, &(addr, len)) in memory.iter().enumerate().filter(|(_, m)| m.1 > 0) {
-                        // SAFETY: C-contiguous arrays of `len` bytes, kept alive
-                        // by `arrays` until this returns.
+                        // SAFETY: contiguous host memory of `len` bytes, kept
+                        // alive by `sources` until this returns.
                         let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
                         loan.write_buffer_from_host(i, 0, src)?;
                     }
@@ -299,10 +479,12 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
             }
         };
         // SAFETY: every buffer byte was written: by the copy above, or by the
-        // user into the loaned array, whose contents until then are those of a
+        // user into the loan (on the host, or by kernels the readers are
+        // ordered after), whose contents until then are those of a
         // `numpy.empty` array but never uninitialised memory (shared memory is
-        // zeroed when created, heap frames are zero-filled when they grow, and
-        // both may hold an earlier message).
+        // zeroed when created, heap frames are zero-filled when they grow,
+        // device pools are cleared when they are made, and all may hold an
+        // earlier message).
         let mut loan = unsafe { loan.assume_init() };
         M::write_fields(&obj, py, &mut loan, Buffers::Keep)?;
         drop(obj);
@@ -317,15 +499,7 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
         dtype: &Bound<'py, PyAny>,
         me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut elements = Vec::new();
-        M::elements(&mut elements);
-        let [element] = elements[..] else {
-            return Err(PyTypeError::new_err(format!(
-                "{} has {} buffer fields; loan() lends memory for a message with one. Publish it with publish(msg)",
-                M::TYPE_NAME,
-                elements.len()
-            )));
-        };
+        let element = single_element::<M>()?;
         let (dims, descr, len): (Vec<npy_intp>, Bound<'py, PyArrayDescr>, usize) = parse_shape_dtype(py, shape, dtype)?;
         if element.size != 1 && !descr.is_equiv_to(&PyArrayDescr::new(py, element.ros_name)?) {
             return Err(PyTypeError::new_err(format!(
@@ -337,20 +511,108 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
             )));
         }
         let mut loan = self.loan(len).map_err(from_loan)?;
+        let backend = loan.backend();
         let ptr = loan
             .buffer_uninit_mut(0)
-            .ok_or_else(|| error(Kind::Backend, "this publisher lends device memory, which numpy cannot view"))?
+            .ok_or_else(|| {
+                error(
+                    Kind::Backend,
+                    format!(
+                        "this publisher lends {backend} device memory, which numpy cannot view; use \
+                         loan_tensor(shape, dtype) for a torch tensor on the device"
+                    ),
+                )
+            })?
             .as_mut_ptr()
             .cast::<u8>();
+        let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
+        me.get().lent.register([ptr as usize, 0], len, &cell);
         let lent = LoanedBuffer {
             publisher: me.clone().into_any().unbind(),
-            loan: Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)),
+            loan: cell,
             ptr: ptr as usize,
             len,
-            element,
+            layout: LoanLayout {
+                shape: vec![(len / element.size.max(1)) as i64],
+                dtype: DLDataType::of(element),
+                device: CPU_DEVICE,
+            },
         };
         let holder = Bound::new(py, lent)?;
         view(py, holder.into_any(), Memory { ptr, len, writable: true }, &dims, descr)
+    }
+
+    fn loan_buffer<'py>(
+        &self,
+        py: Python<'py>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        placement: Placement,
+        me: &Bound<'py, Publisher>,
+    ) -> PyResult<Bound<'py, LoanedBuffer>> {
+        let element = single_element::<M>()?;
+        let dims = parse_shape(py, shape)?;
+        let dl = DLDataType::parse(dtype)?;
+        if element.size != 1 && !(dl.code <= 1 && dl.lanes == 1 && dl.itemsize() == element.size) {
+            return Err(PyTypeError::new_err(format!(
+                "{}'s data is {}[]; loan it with a {}-bit integer dtype, not {}",
+                M::TYPE_NAME,
+                element.ros_name,
+                element.size * 8,
+                dtype.str()?
+            )));
+        }
+        let len = dims
+            .iter()
+            .try_fold(dl.itemsize(), |n, &d| n.checked_mul(d as usize))
+            .ok_or_else(|| PyValueError::new_err(format!("shape {dims:?} is too large")))?;
+        // A device pool may have to grow (and map memory) first.
+        let mut loan = py.detach(|| self.loan(len)).map_err(from_loan)?;
+        let backend = loan.backend();
+        let device_view = loan.device_view(0);
+        let host = loan.buffer_uninit_mut(0).map(|b| b.as_mut_ptr() as usize);
+        let (ptr, device) = match placement {
+            Placement::Cuda(wanted) => {
+                let view = device_view.ok_or_else(|| {
+                    error(
+                        Kind::Backend,
+                        format!(
+                            "this publisher lends {backend} memory, which no CUDA device addresses; create it with \
+                             backend=\"cuda\" (or \"cuda-host\") to loan CUDA memory, or ask for device=\"cpu\""
+                        ),
+                    )
+                })?;
+                if let Some(n) = wanted.filter(|n| *n != view.ordinal) {
+                    return Err(PyValueError::new_err(format!(
+                        "this publisher's memory is on cuda:{}, not cuda:{n}",
+                        view.ordinal
+                    )));
+                }
+                (view.ptr as usize, (KDL_CUDA, view.ordinal))
+            }
+            Placement::Cpu => {
+                let host = host.ok_or_else(|| {
+                    error(
+                        Kind::Backend,
+                        format!(
+                            "this publisher lends {backend} device memory, which the CPU cannot write; use \
+                             device=\"cuda\", or create the publisher with backend=\"cuda-host\" or \"shm\" for host memory"
+                        ),
+                    )
+                })?;
+                (host, CPU_DEVICE)
+            }
+        };
+        let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
+        me.get().lent.register([host.unwrap_or(0), device_view.map_or(0, |v| v.ptr as usize)], len, &cell);
+        let lent = LoanedBuffer {
+            publisher: me.clone().into_any().unbind(),
+            loan: cell,
+            ptr,
+            len,
+            layout: LoanLayout { shape: dims, dtype: dl, device },
+        };
+        Bound::new(py, lent)
     }
 
     fn topic_name(&self) -> &str {
@@ -367,15 +629,27 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
 pub(crate) struct Publisher {
     inner: Box<dyn AnyPublisher>,
     msg_type: Py<PyType>,
+    backend: BackendKind,
+    lent: LentLoans,
 }
 
 #[pymethods]
 impl Publisher {
     /// Sends `msg` to every subscription of the topic. Its `data` is sent
-    /// without a copy when it is an array from this publisher's `loan()`;
-    /// any other array-like is copied once, into shared memory.
-    fn publish(slf: &Bound<'_, Self>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
-        slf.get().inner.publish(slf.py(), msg, slf)
+    /// without a copy when it is this publisher's loan: the array `loan()`
+    /// returned, the tensor `loan_tensor()` returned (or any tensor over that
+    /// whole memory), or the `LoanedBuffer` of `loan_buffer()`. Any other
+    /// host array-like is copied once; other device memory is refused.
+    ///
+    /// `stream`: for a loan on a CUDA device, the stream (an int `CUstream`, a
+    /// `torch.cuda.Stream`, a `cupy.cuda.Stream`) the kernels that wrote it
+    /// were submitted to; subscribers' streams wait for that stream's work up
+    /// to now, on the GPU, without blocking this thread. Default: torch's
+    /// current stream on the loan's device, or the legacy default stream.
+    #[pyo3(signature = (msg, *, stream=None))]
+    fn publish(slf: &Bound<'_, Self>, msg: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let stream = stream.filter(|s| !s.is_none()).map(parse_stream).transpose()?;
+        slf.get().inner.publish(slf.py(), msg, slf, stream)
     }
 
     /// A writable numpy array of `shape` and `dtype` in shared memory, to
@@ -390,6 +664,53 @@ impl Publisher {
         dtype: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         slf.get().inner.loan(slf.py(), shape, dtype, slf)
+    }
+
+    /// The publisher's memory for the next message as a `LoanedBuffer`, a
+    /// DLPack producer of a writable C-contiguous tensor of `shape` and
+    /// `dtype` (torch, numpy or string dtypes) on `device` (`"cuda"`,
+    /// `"cuda:N"` or `"cpu"`), for any DLPack consumer
+    /// (`cupy.from_dlpack(buf)`). `loan_tensor` is this, made a torch tensor.
+    #[pyo3(signature = (shape, dtype, device=None))]
+    fn loan_buffer<'py>(
+        slf: &Bound<'py, Self>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, LoanedBuffer>> {
+        let placement = device.map(Placement::parse).transpose()?.unwrap_or(Placement::Cuda(None));
+        slf.get().inner.loan_buffer(slf.py(), shape, dtype, placement, slf)
+    }
+
+    /// A torch tensor of `shape` and `dtype` over the publisher's memory for
+    /// the next message: on the GPU (`device="cuda"`, a publisher with
+    /// `backend="cuda"` or `"cuda-host"`) or on the host (`device="cpu"`).
+    /// Write it with any kernel, make it the message's `data`, and
+    /// `publish` the message: nothing is copied, and subscribers' streams
+    /// wait for the stream that wrote it. Contents start unspecified (as
+    /// `torch.empty`'s); after `publish` the tensor must not be used.
+    #[pyo3(signature = (shape, dtype, device=None))]
+    fn loan_tensor<'py>(
+        slf: &Bound<'py, Self>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let torch = py.import("torch").map_err(|e| {
+            pyo3::exceptions::PyImportError::new_err(format!(
+                "loan_tensor returns a torch tensor, and torch is not importable ({e}); install torch, or use \
+                 loan_buffer() with another DLPack consumer, or loan() for numpy"
+            ))
+        })?;
+        let buffer = Publisher::loan_buffer(slf, shape, dtype, device)?;
+        torch.call_method1("from_dlpack", (buffer,))
+    }
+
+    /// The backend the publisher lends memory from (`"shm"`, `"cuda"`, ...).
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend.name()
     }
 
     #[getter]
@@ -420,7 +741,8 @@ impl<M: PyMessage> AnySubscription for RustSubscription<M> {
     fn take(&self, py: Python<'_>, timeout: Option<StdDuration>) -> PyResult<Option<Py<PyAny>>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let sample = loop {
-            if let Some(s) = self.try_take().map_err(|e| from_take(py, e))? {
+            // Importing device memory may map it: no GIL for that.
+            if let Some(s) = py.detach(|| self.try_take()).map_err(|e| from_take(py, e))? {
                 break s;
             }
             let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));

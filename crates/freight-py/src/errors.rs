@@ -29,6 +29,7 @@ pub(crate) enum Kind {
     Loan,
     Malformed,
     Backend,
+    BackendUnavailable,
     SharedMemory,
     Network,
 }
@@ -45,6 +46,7 @@ impl Kind {
             Kind::Loan => "LoanError",
             Kind::Malformed => "MalformedMessageError",
             Kind::Backend => "BackendError",
+            Kind::BackendUnavailable => "BackendUnavailableError",
             Kind::SharedMemory => "SharedMemoryError",
             Kind::Network => "NetworkError",
         }
@@ -85,7 +87,8 @@ pub(crate) fn from_create(e: CreateError) -> PyErr {
         CreateError::Name(_) => Kind::InvalidName,
         CreateError::WrongType { .. } => Kind::TypeMismatch,
         CreateError::OverLimit { .. } => Kind::Limit,
-        CreateError::BackendUnavailable(_) => Kind::Backend,
+        // Its message names the backend and why this process cannot use it.
+        CreateError::BackendUnavailable { .. } => Kind::BackendUnavailable,
         CreateError::Network { .. } => Kind::Network,
         _ => Kind::SharedMemory,
     };

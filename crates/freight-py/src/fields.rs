@@ -2,9 +2,11 @@
 //! converts to and from the field of the Rust message.
 //!
 //! Nested messages are stored as Python objects, so `msg.header.stamp.sec = 1`
-//! changes `msg` as it does in rclpy. Buffer fields are stored as numpy arrays:
-//! on receipt a read-only view of the memory the buffer arrived in; on publish
-//! whatever array the user set (copied once, unless it is a loan).
+//! changes `msg` as it does in rclpy. Buffer fields are stored as numpy arrays
+//! or device objects: on receipt a read-only view of the memory the buffer
+//! arrived in (a [`DeviceArray`](crate::arrays::DeviceArray) for device
+//! memory); on publish whatever the user set (copied once, unless it is a
+//! loan: a numpy array, a [`LoanedBuffer`] or a tensor over one).
 
 use std::marker::PhantomData;
 
@@ -16,7 +18,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{Borrowed, IntoPyObjectExt, PyClass};
 
-use crate::arrays::{ascontiguous, contiguous_memory, received_array};
+use crate::arrays::{host_source, received_value, DeviceArray, LoanedBuffer};
+use crate::dlpack::KDL_CPU;
 
 /// What happens to buffer fields when a Python message is written into a Rust one.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,8 +46,9 @@ pub(crate) trait PyField: Sized {
     fn equal(a: &Self::Stored, b: &Self::Stored, py: Python<'_>) -> PyResult<bool> {
         Self::object(a, py)?.eq(Self::object(b, py)?)
     }
-    /// Appends the arrays of buffer fields, in declaration order.
-    fn arrays<'py>(_stored: &Self::Stored, _py: Python<'py>, _out: &mut Vec<Bound<'py, PyUntypedArray>>) {}
+    /// Appends the values of buffer fields (numpy arrays or device objects),
+    /// in declaration order.
+    fn arrays<'py>(_stored: &Self::Stored, _py: Python<'py>, _out: &mut Vec<Bound<'py, PyAny>>) {}
     /// Appends the element types of buffer fields, in declaration order.
     fn buffer_elements(_out: &mut Vec<ElementInfo>) {}
 }
@@ -83,8 +87,8 @@ pub(crate) trait PyMessage: Message {
     fn write_fields(obj: &Self::Class, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()>;
     /// The Python message of a received one.
     fn read_fields(self, py: Python<'_>) -> PyResult<Self::Class>;
-    /// Appends the arrays of the message's buffer fields, in declaration order.
-    fn arrays_of<'py>(obj: &Self::Class, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>);
+    /// Appends the values of the message's buffer fields, in declaration order.
+    fn arrays_of<'py>(obj: &Self::Class, py: Python<'py>, out: &mut Vec<Bound<'py, PyAny>>);
     /// Appends the element types of the message's buffer fields.
     fn elements(out: &mut Vec<ElementInfo>);
 }
@@ -103,7 +107,7 @@ impl<M: PyMessage> PyField for M {
     fn object<'py>(stored: &Self::Stored, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(stored.bind(py).clone().into_any())
     }
-    fn arrays<'py>(stored: &Self::Stored, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>) {
+    fn arrays<'py>(stored: &Self::Stored, py: Python<'py>, out: &mut Vec<Bound<'py, PyAny>>) {
         M::arrays_of(&stored.bind(py).borrow(), py, out)
     }
     fn buffer_elements(out: &mut Vec<ElementInfo>) {
@@ -198,7 +202,9 @@ impl<T: ListItem> PyField for Vec<T> {
     }
 }
 
-/// The numpy array of a buffer field whose elements are `E`.
+/// The value of a buffer field whose elements are `E`: a numpy array, or an
+/// object in device memory (a received [`DeviceArray`], a [`LoanedBuffer`],
+/// a CUDA tensor of torch or CuPy).
 pub(crate) struct Data<E> {
     array: Py<PyAny>,
     element: PhantomData<fn() -> E>,
@@ -215,10 +221,16 @@ impl<E: DataElement> Data<E> {
     ///   `object` (its bytes are sent), else the field's own dtype;
     /// * a buffer-protocol object (`bytes`, `bytearray`, `memoryview`,
     ///   `array.array`, `mmap`) is viewed, not copied;
+    /// * a [`DeviceArray`], a [`LoanedBuffer`] and any DLPack producer (a
+    ///   torch tensor, CPU or CUDA) are kept as they are: `publish` adopts
+    ///   the loan under one, or copies host memory;
     /// * a sequence of numbers becomes a new array.
     fn from_object(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = obj.py();
         let element = ElementInfo::of::<E>();
+        if obj.is_instance_of::<DeviceArray>() || obj.is_instance_of::<LoanedBuffer>() {
+            return Ok(Data { array: obj.clone().unbind(), element: PhantomData });
+        }
         if let Ok(array) = obj.cast::<PyUntypedArray>() {
             let given = array.dtype();
             if given.has_object() {
@@ -238,6 +250,18 @@ impl<E: DataElement> Data<E> {
             return Ok(Data { array: array.clone().into_any().unbind(), element: PhantomData });
         }
         let numpy = py.import("numpy")?;
+        if obj.hasattr("__dlpack_device__")? {
+            // Kept as it is, so that `publish` can recognise a loan under it;
+            // host memory is checked now as the array it will be copied as.
+            let (device_type, _): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+            if device_type != KDL_CPU {
+                return Ok(Data { array: obj.clone().unbind(), element: PhantomData });
+            }
+            if let Ok(array) = numpy.call_method1("from_dlpack", (obj,)) {
+                Data::<E>::from_object(&array)?;
+                return Ok(Data { array: obj.clone().unbind(), element: PhantomData });
+            }
+        }
         let dt = dtype::<E>(py);
         if element.size != 1 {
             // A buffer of another element type (array.array('d'), ...) must not
@@ -266,9 +290,8 @@ impl<E: DataElement> Data<E> {
         }
     }
 
-    fn bound<'py>(&self, py: Python<'py>) -> &Bound<'py, PyUntypedArray> {
-        // `from_object` and `read` only ever store numpy arrays.
-        self.array.bind(py).cast().expect("a buffer field holds a numpy array")
+    fn bound<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.array.bind(py)
     }
 }
 
@@ -298,12 +321,14 @@ impl<E: DataElement> PyField for Buffer<E> {
         if buffers == Buffers::Keep {
             return Ok(());
         }
-        let array = ascontiguous(stored.bound(py))?;
-        let (addr, nbytes) = contiguous_memory(&array);
+        let source = host_source(stored.bound(py))?;
+        let (addr, nbytes) = source.memory();
         let mut items = vec![E::default(); nbytes / std::mem::size_of::<E>()];
-        // SAFETY: the array is C-contiguous with `nbytes` bytes and stays alive
-        // (held by `array`); `items` has room for them (whole elements: the
-        // dtype was checked in `from_object`).
+        let nbytes = items.len() * std::mem::size_of::<E>();
+        // SAFETY: `source` holds `nbytes` contiguous bytes and stays alive;
+        // `items` has room for them (whole elements: the dtype was checked in
+        // `from_object`; a trailing partial element of a foreign object is
+        // not copied).
         if nbytes > 0 {
             unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, items.as_mut_ptr().cast::<u8>(), nbytes) };
         }
@@ -311,23 +336,26 @@ impl<E: DataElement> PyField for Buffer<E> {
         Ok(())
     }
     fn read(value: Buffer<E>, py: Python<'_>) -> PyResult<Data<E>> {
-        let array = received_array(py, value.raw().clone(), ElementInfo::of::<E>(), dtype::<E>(py))?;
+        let array = received_value(py, value.raw().clone(), ElementInfo::of::<E>(), dtype::<E>(py))?;
         Ok(Data { array: array.unbind(), element: PhantomData })
     }
     fn object<'py>(stored: &Data<E>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(stored.array.bind(py).clone())
     }
     fn equal(a: &Data<E>, b: &Data<E>, py: Python<'_>) -> PyResult<bool> {
-        let (a, b) = (ascontiguous(a.bound(py))?, ascontiguous(b.bound(py))?);
-        let ((pa, na), (pb, nb)) = (contiguous_memory(&a), contiguous_memory(&b));
-        // SAFETY: both arrays are C-contiguous and alive for the comparison.
+        if a.array.bind(py).is(b.array.bind(py)) {
+            return Ok(true);
+        }
+        let (a, b) = (host_source(a.bound(py))?, host_source(b.bound(py))?);
+        let ((pa, na), (pb, nb)) = (a.memory(), b.memory());
+        // SAFETY: both sources are contiguous and alive for the comparison.
         Ok(na == nb
             && (na == 0
                 || unsafe {
                     std::slice::from_raw_parts(pa as *const u8, na) == std::slice::from_raw_parts(pb as *const u8, nb)
                 }))
     }
-    fn arrays<'py>(stored: &Data<E>, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>) {
+    fn arrays<'py>(stored: &Data<E>, py: Python<'py>, out: &mut Vec<Bound<'py, PyAny>>) {
         out.push(stored.bound(py).clone());
     }
     fn buffer_elements(out: &mut Vec<ElementInfo>) {

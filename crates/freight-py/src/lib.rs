@@ -3,8 +3,8 @@
 //! * [`endpoints`]: context, node, publisher, subscription, and the wait
 //!   executors sleep in;
 //! * [`messages`]: the built-in message classes, over [`fields`];
-//! * [`arrays`]: numpy views of received and loaned memory, exported as
-//!   DLPack by [`dlpack`];
+//! * [`arrays`]: numpy views of received and loaned memory, device arrays of
+//!   received device memory, all exported as DLPack by [`dlpack`];
 //! * [`errors`]: Rust errors as the exception classes of `freight.errors`.
 //!
 //! The rclpy-shaped API (`init`, `Node`, executors, QoS profiles) is Python,
@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<endpoints::Subscription>()?;
     m.add_class::<arrays::ReceivedBuffer>()?;
     m.add_class::<arrays::LoanedBuffer>()?;
+    m.add_class::<arrays::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
     messages::register(m)
 }

@@ -11,7 +11,6 @@ use freight::msgs::std_msgs::{Header, MultiArrayDimension, MultiArrayLayout, UIn
 use freight::msgs::tensor_msgs::Tensor;
 use freight::Buffer;
 use freight_msg::{ElementInfo, Message};
-use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 
@@ -107,7 +106,7 @@ macro_rules! messages {
                     Ok($class { $($field: <$fty as PyField>::read(self.$field, py)?,)* })
                 }
                 #[allow(unused_variables)]
-                fn arrays_of<'py>(obj: &$class, py: Python<'py>, out: &mut Vec<Bound<'py, PyUntypedArray>>) {
+                fn arrays_of<'py>(obj: &$class, py: Python<'py>, out: &mut Vec<Bound<'py, PyAny>>) {
                     $(<$fty as PyField>::arrays(&obj.$field, py, out);)*
                 }
                 #[allow(unused_variables)]

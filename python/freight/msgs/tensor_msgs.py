@@ -6,7 +6,18 @@ copy::
 
     pub.publish(tensor_msgs.from_numpy(np.zeros((3, 224, 224), np.float32)))
     arr = tensor_msgs.to_numpy(sub.take())     # float32, (3, 224, 224), read-only
+
+On the GPU, :func:`from_torch` describes a tensor (a publisher's
+``loan_tensor``, published without a copy) and :func:`to_torch` imports a
+received one where its data is (a CUDA tensor for ``cuda`` memory)::
+
+    t = pub.loan_tensor((3, 224, 224), torch.float32)   # CUDA memory of the publisher
+    t.copy_(batch)
+    pub.publish(tensor_msgs.from_torch(t))
+    x = tensor_msgs.to_torch(sub.take())                 # float32, (3, 224, 224), on cuda
 """
+
+import warnings
 
 import numpy as np
 
@@ -60,4 +71,102 @@ def to_numpy(tensor):
         ) from None
 
 
-__all__ = ["Tensor", "from_numpy", "to_numpy"]
+# DLPack (code, bits) of torch's dtypes, by name.
+_TORCH_CODES = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "complex": 5}
+
+
+def _dl_type_of_torch(dtype):
+    name = str(dtype).removeprefix("torch.")
+    if name == "bool":
+        return 6, 8
+    kind = name.rstrip("0123456789")
+    bits = name[len(kind):]
+    if kind not in _TORCH_CODES or not bits:
+        raise TypeError(f"a Tensor holds integers, floats, complex numbers or bools, not {dtype}")
+    return _TORCH_CODES[kind], int(bits)
+
+
+def _torch_dtype(torch, code, bits, lanes):
+    kinds = {code: kind for kind, code in _TORCH_CODES.items()}
+    name = "bool" if (code, bits) == (6, 8) else f"{kinds.get(code, '?')}{bits}"
+    dtype = getattr(torch, name, None)
+    if lanes != 1 or not isinstance(dtype, torch.dtype):
+        raise TypeError(f"no torch dtype for DLPack code {code}, {bits} bits, {lanes} lanes")
+    return dtype
+
+
+def from_torch(tensor, *, data=None):
+    """A Tensor describing a torch ``tensor`` (dtype, shape, contiguous strides).
+
+    ``data`` defaults to ``tensor`` itself: a tensor from the publisher's
+    ``loan_tensor`` is published without a copy, any other CPU tensor is
+    copied once (a CUDA tensor that is not a loan is refused on publish).
+    """
+    code, bits = _dl_type_of_torch(tensor.dtype)
+    if data is None:
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        data = tensor
+    return Tensor(
+        dtype_code=code,
+        dtype_bits=bits,
+        dtype_lanes=1,
+        shape=list(tensor.shape),
+        strides=[],
+        byte_offset=0,
+        data=data,
+    )
+
+
+def to_torch(tensor):
+    """``tensor``'s data as a torch tensor of its dtype and shape, without a copy.
+
+    Data in host memory gives a CPU tensor (read-only memory: do not write
+    it); data in ``cuda`` memory a CUDA tensor on the current stream, which
+    DLPack has already ordered after the publisher's writes. Raises
+    ``ValueError`` for a shape, stride or offset that reaches past the data.
+    """
+    import torch  # noqa: PLC0415 (torch is optional)
+
+    dtype = _torch_dtype(torch, tensor.dtype_code, tensor.dtype_bits, tensor.dtype_lanes)
+    data = tensor.data
+    if isinstance(data, np.ndarray):
+        with warnings.catch_warnings():
+            # Received memory is read-only; torch warns that it has no such flag.
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.from_numpy(data.reshape(-1).view(np.uint8))
+    else:
+        flat = torch.from_dlpack(data).reshape(-1).view(torch.uint8)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    shape = list(tensor.shape)
+    strides = list(tensor.strides) if tensor.strides else _contiguous_strides(shape)
+    offset = tensor.byte_offset
+    count = 1
+    for n in shape:
+        count *= n
+    # The furthest byte the view reaches, checked as to_numpy's ndarray() checks.
+    reach = offset + (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * itemsize if count else offset
+    if (
+        offset % itemsize
+        or any(n < 0 for n in shape)
+        or any(s < 0 for s in strides)
+        or len(strides) != len(shape)
+        or reach > flat.numel()
+    ):
+        raise ValueError(
+            f"tensor of shape {shape} and {dtype} (strides {list(tensor.strides)}, offset {offset}) "
+            f"does not fit its {flat.numel()} data bytes"
+        )
+    usable = flat.numel() - flat.numel() % itemsize
+    return flat[:usable].view(dtype).as_strided(shape, strides, offset // itemsize)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return strides[::-1]
+
+
+__all__ = ["Tensor", "from_numpy", "to_numpy", "from_torch", "to_torch"]

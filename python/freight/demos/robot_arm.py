@@ -1,0 +1,581 @@
+"""The robot arm demo: GPU frames between two processes, zero copy vs copies.
+
+A **renderer** process draws an animated robot arm from signed distance
+functions and publishes each frame as a BGRA ``sensor_msgs/Image``; a
+**display** process receives the frames, reads every pixel (a checksum on its
+own GPU stream, compared with the one the renderer sent in ``frame_id``) and
+reports frames per second and the one-way transport latency (from the stamp
+set just before ``publish`` to the moment ``take`` returned the frame).
+
+On a machine with a CUDA GPU, torch and freight's ``cuda`` backend, the arm is
+rendered on the GPU with torch, as ROS 2's ``robot_arm_demo`` does, and three
+transports are compared:
+
+* ``cuda``: the renderer draws into ``loan_tensor`` (device memory of the
+  publisher's pool); the display imports it with ``torch.from_dlpack``, its
+  stream ordered after the renderer's. No byte is copied;
+* ``cuda-host``: the frame is copied once into page-locked host memory, which
+  the display's GPU reads in place (``freight.as_cuda``);
+* ``cpu``: the frame is copied to the host, copied into the message, copied
+  again for the subscriber and uploaded to the GPU: the path of a stock
+  middleware.
+
+Elsewhere (no GPU, no torch) the arm is drawn with numpy (at a lower
+resolution, then scaled up) and the transports are ``shm`` (the renderer draws
+into a loan of shared memory; the display reads it in place) and ``cpu``
+(copies). ``--device auto`` (the default) picks and says why.
+
+    python -m freight.demos.robot_arm                      # compare: the table
+    python -m freight.demos.robot_arm compare --seconds 3 --resolutions 1920x1080,3840x2160
+    python -m freight.demos.robot_arm display --save-png arm.png &   # one pair by hand
+    python -m freight.demos.robot_arm renderer
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import freight
+from freight.msgs.sensor_msgs import Image
+
+RESOLUTIONS = [(1920, 1080), (2560, 1440), (3840, 2160)]
+#: The display starts measuring this long after its first frame (CUDA
+#: contexts, pools and caches warm up meanwhile).
+WARMUP_S = 0.5
+#: How long a process waits for its peer before giving up.
+PEER_TIMEOUT_S = 60.0
+#: Every frame is delivered: the renderer waits for the display (up to this long).
+QOS = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.RELIABLE, max_blocking_time=5.0)
+
+
+class Transport:
+    """How one transport moves a frame: the publisher's backend, what the
+    subscription accepts, and its name in the table."""
+
+    def __init__(self, name, label, backend, accept, zero_copy):
+        self.name, self.label, self.backend, self.accept, self.zero_copy = name, label, backend, accept, zero_copy
+
+
+TRANSPORTS = {
+    "cuda": Transport("cuda", "CUDA", "cuda", ["cuda"], True),
+    "cuda-host": Transport("cuda-host", "CUDA host", "cuda-host", ["cuda-host"], False),
+    "shm": Transport("shm", "shm", "shm", ["shm"], True),
+    "cpu": Transport("cpu", "CPU", "shm", ["cpu"], False),
+}
+TRANSPORTS_BY_DEVICE = {"cuda": ["cuda", "cuda-host", "cpu"], "cpu": ["shm", "cpu"]}
+
+
+# ---------------------------------------------------------------------------------------- the scene
+
+
+class Ops:
+    """The few array operations the scene needs, from torch or numpy."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.is_torch = xp.__name__ == "torch"
+
+    def clip(self, a, lo, hi):
+        return self.xp.clamp(a, lo, hi) if self.is_torch else np.clip(a, lo, hi)
+
+    def minimum(self, a, b):
+        if self.is_torch and not isinstance(b, self.xp.Tensor):
+            return self.xp.clamp(a, max=b)
+        return self.xp.minimum(a, b)
+
+    def maximum(self, a, b):
+        if self.is_torch and not isinstance(b, self.xp.Tensor):
+            return self.xp.clamp(a, min=b)
+        return self.xp.maximum(a, b)
+
+    def sqrt(self, a):
+        return self.xp.sqrt(a)
+
+    def sin(self, a):
+        return self.xp.sin(a)
+
+    def abs(self, a):
+        return self.xp.abs(a)
+
+
+def arm_pose(t):
+    """The arm at time ``t`` (seconds): capsules ``(ax, ay, bx, by, radius)``,
+    joints ``(x, y, radius)``, in a frame where y points up and the picture
+    spans -1..1 vertically."""
+    shoulder = (0.0, -0.55)
+    angles = [
+        math.pi / 2 - 0.5 + 0.45 * math.sin(0.9 * t),
+        -0.9 + 0.7 * math.sin(1.3 * t + 1.0),
+        -0.6 + 0.9 * math.sin(2.1 * t + 2.0),
+    ]
+    lengths = [0.62, 0.5, 0.22]
+    radii = [0.075, 0.06, 0.045]
+    capsules, joints = [], [(shoulder[0], shoulder[1], 0.1)]
+    x, y, heading = shoulder[0], shoulder[1], 0.0
+    for angle, length, radius in zip(angles, lengths, radii):
+        heading += angle
+        nx, ny = x + length * math.cos(heading), y + length * math.sin(heading)
+        capsules.append((x, y, nx, ny, radius))
+        joints.append((nx, ny, radius * 1.25))
+        x, y = nx, ny
+    # The gripper: two fingers that open and close.
+    opening = 0.35 + 0.25 * math.sin(3.0 * t)
+    for side in (-1, 1):
+        a = heading + side * opening
+        capsules.append((x, y, x + 0.16 * math.cos(a), y + 0.16 * math.sin(a), 0.025))
+    return capsules, joints[:-1]
+
+
+def render(ops, xs, ys, t, out):
+    """Draws the arm at time ``t`` as BGRA into ``out`` ((h, w, 4) uint8),
+    ``xs``/``ys`` being each pixel's coordinates ((h, w) float32)."""
+    capsules, joints = arm_pose(t)
+    dist = None
+    for ax, ay, bx, by, r in capsules:
+        px, py, bax, bay = xs - ax, ys - ay, bx - ax, by - ay
+        h = ops.clip((px * bax + py * bay) / (bax * bax + bay * bay), 0.0, 1.0)
+        dx, dy = px - bax * h, py - bay * h
+        d = ops.sqrt(dx * dx + dy * dy) - r
+        dist = d if dist is None else ops.minimum(dist, d)
+    for jx, jy, r in joints:
+        d = ops.sqrt((xs - jx) ** 2 + (ys - jy) ** 2) - r
+        dist = ops.minimum(dist, d)
+    # The base: a box on the floor.
+    qx, qy = ops.abs(xs) - 0.32, ops.abs(ys + 0.75) - 0.12
+    box = ops.sqrt(ops.maximum(qx, 0.0) ** 2 + ops.maximum(qy, 0.0) ** 2) + ops.minimum(ops.maximum(qx, qy), 0.0)
+    dist = ops.minimum(dist, box)
+    floor = ys + 0.87
+    # Pencil sketch: paper, graphite outlines, hatching inside, a soft shadow.
+    line = 1.0 - ops.clip(ops.abs(dist) / 0.008, 0.0, 1.0)
+    hatch = ops.clip(ops.sin((xs + ys) * 160.0) * 4.0 - 2.5, 0.0, 1.0) * (dist < 0) * 0.35
+    shadow = ops.clip(0.12 - ops.abs(floor) * 2.0, 0.0, 0.12) * ops.clip(1.0 - ops.abs(xs) * 0.8, 0.0, 1.0)
+    floor_line = 1.0 - ops.clip(ops.abs(floor) / 0.004, 0.0, 1.0)
+    grid = ops.clip(ops.sin(xs * 40.0) * ops.sin(ys * 40.0) * 8.0 - 7.6, 0.0, 1.0) * 0.08
+    ink = ops.clip(line + hatch + shadow + floor_line * 0.7 + grid, 0.0, 1.0)
+    paper = (226.0, 238.0, 246.0)  # B, G, R: warm paper
+    graphite = (60.0, 58.0, 62.0)
+    for c in range(3):
+        channel = paper[c] + (graphite[c] - paper[c]) * ink
+        out[..., c] = channel if not ops.is_torch else channel.to(out.dtype)
+    out[..., 3] = 255
+
+
+def grid_coordinates(xp, width, height, **kwargs):
+    """Each pixel's (x, y): y up, -1..1 vertically, x scaled by the aspect ratio."""
+    ys = (xp.arange(height, **kwargs).reshape(-1, 1) * -2.0 + (height - 1)) / height
+    xs = (xp.arange(width, **kwargs).reshape(1, -1) * 2.0 - (width - 1)) / height
+    return xs + ys * 0, ys + xs * 0
+
+
+class NumpyRenderer:
+    """The arm drawn with numpy at 1/scale of the frame, then scaled up (nearest)."""
+
+    def __init__(self, width, height):
+        self.scale = next(s for s in (8, 4, 2, 1) if width % s == 0 and height % s == 0)
+        w, h = width // self.scale, height // self.scale
+        self.ops = Ops(np)
+        self.xs, self.ys = (a.astype(np.float32) for a in grid_coordinates(np, w, h))
+        self.small = np.empty((h, w, 4), np.uint8)
+
+    def draw(self, t, out):
+        render(self.ops, self.xs, self.ys, t, self.small)
+        s, (h, w, _) = self.scale, self.small.shape
+        out.reshape(h, s, w, s, 4)[...] = self.small[:, None, :, None, :]
+
+
+class TorchRenderer:
+    """The arm drawn with torch on the GPU, at full resolution."""
+
+    def __init__(self, torch, width, height):
+        self.torch = torch
+        self.ops = Ops(torch)
+        self.xs, self.ys = grid_coordinates(torch, width, height, device="cuda", dtype=torch.float32)
+
+    def draw(self, t, out):
+        render(self.ops, self.xs, self.ys, t, out)
+
+
+def checksum_numpy(frame):
+    """The frame's bytes summed as int64 words, wrapping (every byte is read)."""
+    return int(np.asarray(frame).reshape(-1).view(np.int64).sum(dtype=np.int64))
+
+
+def checksum_torch(frame):
+    """As :func:`checksum_numpy`, on the GPU, on the current stream; waits for it."""
+    return int(frame.reshape(-1).view(_torch().int64).sum().item())
+
+
+def _torch():
+    import torch  # noqa: PLC0415 (optional)
+
+    return torch
+
+
+# ---------------------------------------------------------------------------------------- choosing
+
+
+def choose_device(requested):
+    """``(device, why)``: ``"cuda"`` when torch, a CUDA device and freight's
+    cuda backend are all there (or asked for and not there: SystemExit), else ``"cpu"``."""
+    if requested == "cpu":
+        return "cpu", "asked for with --device cpu: rendering with numpy"
+    reason = None
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        reason = "torch is not installed"
+    else:
+        if not torch.cuda.is_available():
+            reason = f"torch {torch.__version__} sees no CUDA device"
+        else:
+            ctx = freight.Context(local_only=True)
+            try:
+                node = freight.Node("robot_arm_probe", context=ctx)
+                node.create_publisher(Image, f"/robot_arm_probe_{os.getpid()}", 1, backend="cuda")
+            except freight.BackendUnavailableError as e:
+                reason = f"freight's cuda backend is unavailable: {e}"
+            finally:
+                ctx.shutdown()
+            if reason is None:
+                return "cuda", f"{torch.cuda.get_device_name()}, torch {torch.__version__}: rendering with torch on the GPU"
+    if requested == "cuda":
+        raise SystemExit(f"--device cuda: {reason}")
+    return "cpu", f"{reason}: rendering with numpy on the CPU"
+
+
+def _context_and_node(name):
+    ctx = freight.Context(local_only=True)
+    return ctx, freight.Node(name, context=ctx)
+
+
+# ---------------------------------------------------------------------------------------- renderer
+
+
+def run_renderer(args):
+    transport = TRANSPORTS[args.transport]
+    width, height = args.width, args.height
+    if (width * height) % 2:
+        raise SystemExit("width * height must be even (frames are checksummed as 8-byte words)")
+    _, node = _context_and_node("renderer")
+    pub = node.create_publisher(Image, args.topic, QOS, backend=transport.backend)
+    gpu = args.device == "cuda"
+    if gpu:
+        torch = _torch()
+        renderer = TorchRenderer(torch, width, height)
+        scratch = torch.empty((height, width, 4), dtype=torch.uint8, device="cuda")
+    else:
+        renderer = NumpyRenderer(width, height)
+        scratch = np.empty((height, width, 4), np.uint8)
+    deadline = time.monotonic() + PEER_TIMEOUT_S
+    while pub.get_subscription_count() == 0:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"renderer: no display subscribed to {args.topic} in {PEER_TIMEOUT_S:.0f} s")
+        time.sleep(0.01)
+    print(f"renderer: {width}x{height} over {transport.name} ({args.device})", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    stop = start + args.seconds if args.seconds else math.inf
+    seq = 0
+    while time.monotonic() < stop:
+        t = time.monotonic() - start
+        if gpu and transport.name == "cuda":
+            data = pub.loan_tensor((height, width, 4), torch.uint8)  # the pool's device memory
+            renderer.draw(t, data)
+            csum = checksum_torch(data)
+        elif gpu:
+            renderer.draw(t, scratch)
+            csum = checksum_torch(scratch)
+            if transport.name == "cuda-host":
+                data = pub.loan_tensor((height, width, 4), torch.uint8)  # page-locked host memory, GPU-mapped
+                data.copy_(scratch)  # one copy, by the GPU; readers wait for it on their stream
+            else:
+                data = scratch.cpu().numpy()  # to the host, then copied into the message by publish
+        elif transport.zero_copy:
+            data = pub.loan((height, width, 4), np.uint8)  # shared memory
+            renderer.draw(t, data)
+            csum = checksum_numpy(data)
+        else:
+            renderer.draw(t, scratch)
+            csum = checksum_numpy(scratch)
+            data = scratch  # copied into the message by publish
+        msg = Image(height=height, width=width, encoding="bgra8", step=width * 4, data=data)
+        msg.header.frame_id = f"{seq} {csum}"
+        msg.header.stamp = node.get_clock().now().to_msg()
+        try:
+            pub.publish(msg)
+        except freight.QueueFullError:
+            pass  # the display is slow or gone: checked below
+        del msg, data
+        seq += 1
+        if seq % 16 == 0 and pub.get_subscription_count() == 0:
+            break  # the display finished
+
+
+# ---------------------------------------------------------------------------------------- display
+
+
+class FrameReader:
+    """Reads every pixel of a received frame where the display works: on its
+    own CUDA stream (GPU mode) or with numpy."""
+
+    def __init__(self, device):
+        self.gpu = device == "cuda"
+        if self.gpu:
+            self.torch = _torch()
+            self.stream = self.torch.cuda.Stream()
+
+    def checksum(self, data):
+        """``(checksum, where the bytes were read)``."""
+        if not self.gpu:
+            host = data.to_numpy() if isinstance(data, freight.DeviceArray) else data
+            return checksum_numpy(host), "numpy"
+        torch = self.torch
+        with torch.cuda.stream(self.stream):
+            if isinstance(data, freight.DeviceArray):
+                frame = torch.from_dlpack(data)  # in place; this stream waits for the renderer's
+                where = "in place"
+            elif data.base.backend == "cuda-host":
+                frame = torch.from_dlpack(freight.as_cuda(data))  # host memory, read by the GPU
+                where = "mapped"
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # read-only: torch has no such flag
+                    frame = torch.from_numpy(data).to("cuda")  # uploaded
+                where = "uploaded"
+            return checksum_torch(frame), where
+
+    def host_pixels(self, data):
+        if isinstance(data, freight.DeviceArray):
+            return data.to_numpy()
+        return np.array(data)
+
+
+def run_display(args):
+    transport = TRANSPORTS[args.transport]
+    _, node = _context_and_node("display")
+    sub = node.create_subscription(Image, args.topic, None, QOS, accepted_backends=transport.accept)
+    reader = FrameReader(args.device)
+    print("READY", flush=True)
+    first = sub.take(timeout_sec=PEER_TIMEOUT_S)
+    if first is None:
+        raise SystemExit(f"display: no frame on {args.topic} in {PEER_TIMEOUT_S:.0f} s")
+    del first
+    warm_until = time.monotonic() + WARMUP_S
+    frames = mismatches = 0
+    latencies, backends, reads = [], set(), set()
+    saved = None
+    start = end = None
+    while True:
+        msg = sub.take(timeout_sec=5.0)
+        received_ns = time.time_ns()
+        if msg is None:
+            break
+        now = time.monotonic()
+        if now < warm_until:
+            continue
+        if start is None:
+            start = now
+        data = msg.data
+        seq, sent_sum = (int(x) for x in msg.header.frame_id.split())
+        csum, where = reader.checksum(data)
+        mismatches += csum != sent_sum
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        latencies.append(received_ns - stamp_ns)
+        backends.add(data.backend if isinstance(data, freight.DeviceArray) else data.base.backend)
+        reads.add(where)
+        frames += 1
+        if args.save_png and saved is None:
+            pixels = reader.host_pixels(data).reshape(msg.height, msg.width, 4)
+            from freight.demos.png import write_png  # noqa: PLC0415
+
+            size = write_png(args.save_png, pixels[..., [2, 1, 0, 3]])  # BGRA -> RGBA
+            saved = f"{args.save_png} ({size:,} bytes)"
+        del msg, data
+        end = time.monotonic()
+        if end - start >= args.seconds:
+            break
+    elapsed = (end - start) if frames > 1 else float("nan")
+    result = {
+        "transport": transport.name,
+        "width": args.width,
+        "height": args.height,
+        "frames": frames,
+        "seconds": round(elapsed, 3),
+        "fps": (frames - 1) / elapsed if frames > 1 else 0.0,
+        "latency_p50_ms": float(np.median(latencies)) / 1e6 if latencies else float("nan"),
+        "mismatches": mismatches,
+        "backends": sorted(backends),
+        "reads": sorted(reads),
+        "saved": saved,
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+    print(
+        f"display: {frames} frames of {args.width}x{args.height} via {', '.join(result['backends'])} in "
+        f"{elapsed:.2f} s: {result['fps']:.1f} frames/s, transport latency p50 {result['latency_p50_ms']:.3f} ms, "
+        f"{mismatches} checksum mismatches" + (f"; saved {saved}" if saved else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1 if mismatches or frames == 0 else 0
+
+
+# ---------------------------------------------------------------------------------------- compare
+
+
+def run_pair(device, transport, width, height, seconds, save_png=None):
+    """Runs a display and a renderer process; returns the display's result."""
+    topic = f"/robot_arm_{os.getpid()}_{transport.replace('-', '_')}_{width}x{height}"
+    common = ["--transport", transport, "--width", str(width), "--height", str(height), "--topic", topic]
+    common += ["--device", device, "--seconds", str(seconds)]
+    me = [sys.executable, "-m", "freight.demos.robot_arm"]
+    display = subprocess.Popen(
+        me + ["display", *common] + (["--save-png", save_png] if save_png else []),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    renderer = None
+    try:
+        if display.stdout.readline().strip() != "READY":
+            raise RuntimeError(f"the display did not start: {display.stderr.read()}")
+        renderer = subprocess.Popen(
+            me + ["renderer", *common[:-2], "--seconds", "0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = display.communicate(timeout=seconds + 2 * PEER_TIMEOUT_S)
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT ") :])
+        renderer_err = ""
+        if renderer.poll() is not None:
+            renderer_err = renderer.stderr.read()
+        raise RuntimeError(f"the display gave no result: {err.strip()} {renderer_err.strip()}")
+    finally:
+        for p in (renderer, display):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def format_table(results):
+    """The seed demo's table, plus the transport latency and what carried the frames."""
+    header = ["Resolution", "Image size", "Transport", "FPS", "Speedup", "Latency p50", "Pixels read", "Checksums"]
+    rows = []
+    by_res = {}
+    for r in results:
+        by_res.setdefault((r["width"], r["height"]), {})[r["transport"]] = r
+    for (w, h), cells in by_res.items():
+        base = cells.get("cpu")
+        for name, r in cells.items():
+            speedup = ""
+            if name != "cpu" and base and base["fps"] > 0:
+                speedup = f"{r['fps'] / base['fps']:.1f}x"
+            rows.append(
+                [
+                    f"{w}x{h}",
+                    f"{w * h * 4 / 2**20:.1f} MiB",
+                    TRANSPORTS[name].label + ("" if r["backends"] == [name] else f" (via {','.join(r['backends'])})"),
+                    f"{r['fps']:.1f}",
+                    speedup,
+                    f"{r['latency_p50_ms']:.3f} ms",
+                    ",".join(r["reads"]),
+                    "ok" if r["mismatches"] == 0 and r["frames"] else f"{r['mismatches']} bad",
+                ]
+            )
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(x.ljust(n) for x, n in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * n for n in widths))
+    return "\n".join(lines)
+
+
+def run_compare(args):
+    device, why = choose_device(args.device)
+    print(f"device: {device} ({why})", flush=True)
+    transports = args.transports.split(",") if args.transports else TRANSPORTS_BY_DEVICE[device]
+    for t in transports:
+        if t not in TRANSPORTS_BY_DEVICE[device]:
+            raise SystemExit(f"transport {t!r} is not one of {TRANSPORTS_BY_DEVICE[device]} on {device}")
+    print(
+        f"each cell: a renderer and a display process, {args.seconds:g} s measured after {WARMUP_S:g} s of warm-up; "
+        f"every pixel read and checksummed by the display",
+        flush=True,
+    )
+    results = []
+    for width, height in args.resolutions:
+        for t in transports:
+            r = run_pair(device, t, width, height, args.seconds)
+            print(
+                f"  {width}x{height} {t}: {r['fps']:.1f} frames/s, latency p50 {r['latency_p50_ms']:.3f} ms",
+                flush=True,
+            )
+            results.append(r)
+    print()
+    print(format_table(results))
+    bad = [r for r in results if r["mismatches"] or not r["frames"]]
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------------------- command line
+
+
+def resolution_list(text):
+    try:
+        return [tuple(int(n) for n in item.lower().split("x")) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list like 1920x1080,3840x2160") from None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m freight.demos.robot_arm", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command")
+    compare = sub.add_parser("compare", help="every transport at every resolution: the table (the default)")
+    compare.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    compare.add_argument("--seconds", type=float, default=3.0, help="measured per cell (default 3)")
+    compare.add_argument(
+        "--resolutions",
+        type=resolution_list,
+        default=RESOLUTIONS,
+        help="e.g. 1920x1080,3840x2160 (default: 1080p, 1440p, 4K)",
+    )
+    compare.add_argument("--transports", help="a subset, e.g. cuda,cpu (default: all of the device's)")
+    for role in ("renderer", "display"):
+        p = sub.add_parser(role, help=f"the {role} process alone")
+        p.add_argument("--transport", choices=list(TRANSPORTS), default=None)
+        p.add_argument("--width", type=int, default=1920)
+        p.add_argument("--height", type=int, default=1080)
+        p.add_argument("--topic", default="/robot_arm/image")
+        p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+        p.add_argument(
+            "--seconds", type=float, default=3.0 if role == "display" else 0.0, help="0: until the display leaves"
+        )
+        if role == "display":
+            p.add_argument("--save-png", metavar="FILE", help="write the first measured frame as a PNG")
+    args = parser.parse_args(argv)
+    if args.command in (None, "compare"):
+        if args.command is None:
+            args = parser.parse_args(["compare", *(argv or [])])
+        return run_compare(args)
+    if args.device == "auto":
+        args.device, why = choose_device("auto")
+        print(f"{args.command}: device {args.device} ({why})", file=sys.stderr, flush=True)
+    if args.transport is None:
+        args.transport = TRANSPORTS_BY_DEVICE[args.device][0]
+    return run_renderer(args) if args.command == "renderer" else run_display(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
