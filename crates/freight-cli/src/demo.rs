@@ -1,11 +1,19 @@
 //! `freight demo`: the headline comparison, one 4K BGRA camera frame between two processes.
 //!
 //! It is `freight bench latency` with fixed arguments: same harness, same table.
+//! `freight demo robot-arm` runs the GPU demo instead: a renderer process and a
+//! display process in Python (`python -m freight.demos.robot_arm`), comparing
+//! the `cuda`, `cuda-host` and `cpu` transports (numpy and `shm`/`cpu` where
+//! there is no GPU).
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
+use crate::bench::python::{cannot_run, check_imports, exit_code, interpreter, PYTHON_ENV};
 use crate::bench::{self, format_size, parse_seconds, BenchError, LatencyJob, RunPlan, TransportKind, WaitMode};
 
 /// Frame width in pixels (4K UHD).
@@ -23,14 +31,56 @@ const DEMO_TRANSPORTS: &[TransportKind] =
 
 /// Arguments of `freight demo`.
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct DemoArgs {
+    /// Another demo than the 4K frame comparison.
+    #[command(subcommand)]
+    pub scene: Option<Scene>,
     /// Time limit per row in seconds.
     #[arg(long, value_parser = parse_seconds, default_value = "2", value_name = "SECS")]
     pub duration_per_row: Duration,
 }
 
-/// Runs the demo and prints its table.
-pub fn run(args: &DemoArgs) -> Result<(), BenchError> {
+/// The demos besides the default one.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Scene {
+    /// GPU frames between a renderer and a display process: `cuda` vs
+    /// `cuda-host` vs `cpu` at 1080p, 1440p and 4K (with torch on a CUDA
+    /// GPU; numpy and `shm` vs `cpu` elsewhere). Arguments after `--` go to
+    /// `python -m freight.demos.robot_arm` (e.g. `-- compare --seconds 5`).
+    RobotArm {
+        /// Python interpreter with freight's package (and torch, for the GPU)
+        /// [default: $FREIGHT_PYTHON, else python3]
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+        /// Arguments for the Python demo.
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<OsString>,
+    },
+}
+
+/// The Python module of `freight demo robot-arm`.
+const ROBOT_ARM_MODULE: &str = "freight.demos.robot_arm";
+
+/// Runs the demo `args` asks for and returns the exit status.
+pub fn run(args: &DemoArgs) -> Result<ExitCode, BenchError> {
+    match &args.scene {
+        None => frame_comparison(args).map(|()| ExitCode::SUCCESS),
+        Some(Scene::RobotArm { python, args }) => {
+            let python = interpreter(python.as_deref(), std::env::var_os(PYTHON_ENV));
+            check_imports(&python, ROBOT_ARM_MODULE)?;
+            let status = Command::new(&python)
+                .args(["-m", ROBOT_ARM_MODULE])
+                .args(args)
+                .status()
+                .map_err(|e| cannot_run(&python, &e))?;
+            Ok(exit_code(status))
+        }
+    }
+}
+
+/// The 4K frame between two processes: loan vs copy vs raw iceoryx2.
+fn frame_comparison(args: &DemoArgs) -> Result<(), BenchError> {
     let job = LatencyJob {
         sizes: vec![FRAME_BYTES],
         transports: DEMO_TRANSPORTS.to_vec(),
@@ -79,6 +129,39 @@ fn group_thousands(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        demo: DemoArgs,
+    }
+
+    fn parse(argv: &[&str]) -> DemoArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("demo").chain(argv.iter().copied())).expect("valid arguments").demo
+    }
+
+    #[test]
+    fn robot_arm_forwards_what_follows_the_double_dash() {
+        let Some(Scene::RobotArm { python, args }) =
+            parse(&["robot-arm", "--python", "py3", "--", "compare", "--seconds", "1"]).scene
+        else {
+            panic!("robot-arm was not parsed as its scene");
+        };
+        assert_eq!(python, Some(PathBuf::from("py3")));
+        assert_eq!(args, ["compare", "--seconds", "1"].map(OsString::from));
+        assert!(parse(&[]).scene.is_none(), "no scene: the 4K frame comparison");
+    }
+
+    #[test]
+    fn robot_arm_without_the_python_package_says_how_to_get_it() {
+        let args = DemoArgs {
+            scene: Some(Scene::RobotArm { python: Some("/nonexistent/python3".into()), args: Vec::new() }),
+            duration_per_row: Duration::from_secs(1),
+        };
+        let err = run(&args).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/python3"), "{err}");
+    }
 
     #[test]
     fn frame_is_33_177_600_bytes() {

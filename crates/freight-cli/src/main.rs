@@ -47,6 +47,13 @@ COMMANDS IN DETAIL
       publisher process to a subscriber process over each transport, spinning and blocking,
       printed as one titled table. It is `freight bench latency` with fixed arguments.
 
+  freight demo robot-arm [--python PATH] [-- ARGS]
+      GPU frames from a renderer process to a display process that checksums every pixel:
+      the `cuda`, `cuda-host` and `cpu` transports at 1920x1080, 2560x1440 and 3840x2160,
+      frames per second, speedup and one-way latency (torch on a CUDA GPU; numpy with `shm`
+      vs `cpu` without one). Runs `PATH -m freight.demos.robot_arm ARGS` (PATH as for
+      `bench latency --lang python`).
+
   freight topic list [-t] | info TOPIC [-v] | echo TOPIC [--once|--count N] | hz TOPIC | bw TOPIC
       As `ros2 topic`, for the topics of this host. `info -v` shows each endpoint's node,
       host, process id, QoS, the backends a subscription accepts, the memory a publisher's
@@ -141,7 +148,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Peer(args)) => {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
-        Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
+        Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -63,7 +63,7 @@ mod iceoryx2_raw;
 mod memcpy;
 mod peer;
 mod plot;
-mod python;
+pub(crate) mod python;
 mod report;
 mod stats;
 mod sys;

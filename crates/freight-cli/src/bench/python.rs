@@ -32,7 +32,7 @@ pub fn run(args: &LatencyArgs) -> Result<ExitCode, BenchError> {
         check_output_path(path, "--json")?;
     }
     let python = interpreter(args.python.as_deref(), std::env::var_os(PYTHON_ENV));
-    check_freight_imports(&python)?;
+    check_imports(&python, MODULE)?;
     let status = Command::new(&python)
         .args(["-m", MODULE, "latency"])
         .args(forwarded_options(args))
@@ -42,7 +42,7 @@ pub fn run(args: &LatencyArgs) -> Result<ExitCode, BenchError> {
 }
 
 /// `--python`, else `$FREIGHT_PYTHON` (when set and not empty), else `python3`.
-fn interpreter(flag: Option<&Path>, env: Option<OsString>) -> OsString {
+pub(crate) fn interpreter(flag: Option<&Path>, env: Option<OsString>) -> OsString {
     match (flag, env) {
         (Some(path), _) => path.as_os_str().to_owned(),
         (None, Some(env)) if !env.is_empty() => env,
@@ -104,11 +104,11 @@ fn default_args() -> LatencyArgs {
     LatencyArgs::from_arg_matches(&matches).expect("every option of `bench latency` has a valid default")
 }
 
-/// Checks that `python` runs and can import the benchmark, so that a missing package is
+/// Checks that `python` runs and can import `module`, so that a missing package is
 /// reported with the fix rather than as a Python traceback.
-fn check_freight_imports(python: &OsStr) -> Result<(), BenchError> {
+pub(crate) fn check_imports(python: &OsStr, module: &str) -> Result<(), BenchError> {
     let out = Command::new(python)
-        .args(["-c", &format!("import {MODULE}")])
+        .args(["-c", &format!("import {module}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -121,7 +121,7 @@ fn check_freight_imports(python: &OsStr) -> Result<(), BenchError> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let reason = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim();
     Err(BenchError::new(
-        format!("the Python interpreter `{}` cannot import {MODULE} ({reason})", python.to_string_lossy()),
+        format!("the Python interpreter `{}` cannot import {module} ({reason})", python.to_string_lossy()),
         format!(
             "install freight's Python package into it (`pip install .` in the repository, or `make \
              wheel` and install the wheel), or name an interpreter that has it with --python PATH \
@@ -130,7 +130,7 @@ fn check_freight_imports(python: &OsStr) -> Result<(), BenchError> {
     ))
 }
 
-fn cannot_run(python: &OsStr, e: &std::io::Error) -> BenchError {
+pub(crate) fn cannot_run(python: &OsStr, e: &std::io::Error) -> BenchError {
     BenchError::new(
         format!("cannot run the Python interpreter `{}`: {e}", python.to_string_lossy()),
         format!("install Python 3, or name the interpreter with --python PATH or {PYTHON_ENV}"),
@@ -139,7 +139,7 @@ fn cannot_run(python: &OsStr, e: &std::io::Error) -> BenchError {
 
 /// The child's exit status as ours; death by a signal becomes 128 + the signal number, as a
 /// shell reports it.
-fn exit_code(status: ExitStatus) -> ExitCode {
+pub(crate) fn exit_code(status: ExitStatus) -> ExitCode {
     use std::os::unix::process::ExitStatusExt;
     let code = status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn a_missing_interpreter_says_how_to_name_one() {
-        let err = check_freight_imports(OsStr::new("/nonexistent/python3")).unwrap_err();
+        let err = check_imports(OsStr::new("/nonexistent/python3"), MODULE).unwrap_err();
         assert!(err.what().contains("cannot run the Python interpreter `/nonexistent/python3`"), "{err}");
         assert!(err.fix().contains("--python PATH"), "{err}");
     }
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn an_interpreter_without_freight_says_how_to_install_it() {
         // `false` stands in for a Python that fails the import: it runs, and exits 1.
-        let err = check_freight_imports(OsStr::new("false")).unwrap_err();
+        let err = check_imports(OsStr::new("false"), MODULE).unwrap_err();
         assert!(err.what().contains("`false` cannot import freight.bench"), "{err}");
         assert!(err.fix().contains("pip install ."), "{err}");
     }
