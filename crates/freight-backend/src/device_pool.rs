@@ -1448,6 +1448,16 @@ impl<M: PoolMemory> fmt::Debug for DevicePool<M> {
 }
 
 impl<M: PoolMemory> DevicePool<M> {
+    /// The backend this pool serves.
+    pub(crate) fn kind(&self) -> BackendKind {
+        M::KIND
+    }
+
+    /// The UUID of the device whose memory the pool lends.
+    pub(crate) fn device_uuid(&self) -> [u8; 16] {
+        self.memory().device_uuid()
+    }
+
     /// Creates a pool over `memory`.
     pub(crate) fn new(memory: M, options: PoolOptions) -> Result<Self, AllocError> {
         let PoolOptions { capacity, max_blocks, idle_time } = options;
@@ -1790,6 +1800,67 @@ impl<M: PoolMemory> Drop for DevicePool<M> {
         let _ = std::fs::remove_file(&self.pool.path);
     }
 }
+
+/// Implements [`Backend`] for a public backend type whose field `pool` is a
+/// [`DevicePool`]: every device backend is its pool, under its own name.
+macro_rules! backend_over_pool {
+    ($backend:ty) => {
+        impl $crate::Backend for $backend {
+            fn kind(&self) -> $crate::BackendKind {
+                self.pool.kind()
+            }
+
+            fn in_frame(&self) -> bool {
+                false
+            }
+
+            fn max_block_len(&self) -> usize {
+                self.pool.capacity()
+            }
+
+            fn allocate(
+                &self,
+                len: usize,
+                _slot: Option<$crate::FrameSlot>,
+            ) -> Result<$crate::BlockMut, $crate::AllocError> {
+                self.pool.allocate(len)
+            }
+
+            fn export(
+                &self,
+                block: $crate::BlockMut,
+                readers: &[u32],
+            ) -> Result<$crate::Descriptor, $crate::ExportError> {
+                self.pool.export(block, readers)
+            }
+
+            fn import(
+                &self,
+                _frame: &$crate::Frame,
+                descriptor: &[u8],
+            ) -> Result<std::sync::Arc<dyn $crate::BufferStorage>, $crate::ImportError> {
+                self.pool.import(descriptor)
+            }
+
+            fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), $crate::ImportError> {
+                self.pool.release_unimported(descriptor, reader)
+            }
+
+            fn device_uuid(&self) -> Option<[u8; 16]> {
+                Some(self.pool.device_uuid())
+            }
+
+            fn reclaim_dead_readers(&self) -> usize {
+                self.pool.reclaim_dead_readers()
+            }
+
+            fn stats(&self) -> $crate::BackendStats {
+                self.pool.stats()
+            }
+        }
+    };
+}
+pub(crate) use backend_over_pool;
 
 #[cfg(test)]
 mod tests {

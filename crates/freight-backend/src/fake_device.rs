@@ -26,8 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device_pool::{BlockView, DevicePool, Mapping, PoolMemory, PoolOptions};
-use crate::{AllocError, Backend, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, ExportError};
-use crate::{Frame, FrameSlot, ImportError};
+use crate::{AllocError, BackendKind};
 
 pub use crate::device_pool::READER_SLOTS;
 
@@ -300,47 +299,7 @@ impl FakeDeviceBackend {
     }
 }
 
-impl Backend for FakeDeviceBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::FakeDevice
-    }
-
-    fn in_frame(&self) -> bool {
-        false
-    }
-
-    fn max_block_len(&self) -> usize {
-        self.capacity()
-    }
-
-    fn allocate(&self, len: usize, _slot: Option<FrameSlot>) -> Result<BlockMut, AllocError> {
-        self.pool.allocate(len)
-    }
-
-    fn export(&self, block: BlockMut, readers: &[u32]) -> Result<Descriptor, ExportError> {
-        self.pool.export(block, readers)
-    }
-
-    fn import(&self, _frame: &Frame, descriptor: &[u8]) -> Result<Arc<dyn BufferStorage>, ImportError> {
-        self.pool.import(descriptor)
-    }
-
-    fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError> {
-        self.pool.release_unimported(descriptor, reader)
-    }
-
-    fn device_uuid(&self) -> Option<[u8; 16]> {
-        Some(self.pool.memory().device_uuid())
-    }
-
-    fn reclaim_dead_readers(&self) -> usize {
-        self.pool.reclaim_dead_readers()
-    }
-
-    fn stats(&self) -> BackendStats {
-        self.pool.stats()
-    }
-}
+crate::device_pool::backend_over_pool!(FakeDeviceBackend);
 
 #[cfg(test)]
 mod tests {
@@ -349,6 +308,7 @@ mod tests {
     use super::*;
     use crate::device_pool::{decode, descriptor_len, encode, Handle};
     use crate::HeapFrame;
+    use crate::{Backend, BackendStats, BlockMut, Descriptor, Frame, ImportError};
 
     fn empty_frame() -> Frame {
         Arc::new(HeapFrame(Vec::new()))

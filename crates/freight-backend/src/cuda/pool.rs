@@ -29,8 +29,7 @@ use super::device::Device;
 use super::driver::{self, Raw};
 use super::{release, CudaError};
 use crate::device_pool::{BlockView, DevicePool, Mapping, PoolMemory, PoolOptions};
-use crate::{AllocError, Backend, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, ExportError};
-use crate::{Frame, FrameSlot, ImportError};
+use crate::{AllocError, BackendKind};
 
 /// Bytes of an IPC handle (`CU_IPC_HANDLE_SIZE`).
 const IPC_HANDLE_LEN: usize = 64;
@@ -269,53 +268,14 @@ impl CudaBackend {
     }
 }
 
-impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn in_frame(&self) -> bool {
-        false
-    }
-
-    fn max_block_len(&self) -> usize {
-        self.capacity()
-    }
-
-    fn allocate(&self, len: usize, _slot: Option<FrameSlot>) -> Result<BlockMut, AllocError> {
-        self.pool.allocate(len)
-    }
-
-    fn export(&self, block: BlockMut, readers: &[u32]) -> Result<Descriptor, ExportError> {
-        self.pool.export(block, readers)
-    }
-
-    fn import(&self, _frame: &Frame, descriptor: &[u8]) -> Result<Arc<dyn BufferStorage>, ImportError> {
-        self.pool.import(descriptor)
-    }
-
-    fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError> {
-        self.pool.release_unimported(descriptor, reader)
-    }
-
-    fn device_uuid(&self) -> Option<[u8; 16]> {
-        Some(self.pool.memory().device_uuid())
-    }
-
-    fn reclaim_dead_readers(&self) -> usize {
-        self.pool.reclaim_dead_readers()
-    }
-
-    fn stats(&self) -> BackendStats {
-        self.pool.stats()
-    }
-}
+crate::device_pool::backend_over_pool!(CudaBackend);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device_pool::{decode, descriptor_len, encode, Handle};
     use crate::MAX_DESCRIPTOR_LEN;
+    use crate::{Descriptor, ImportError};
 
     const NAME: &str = "freight-cuda-1000-4242-00112233445566aa";
     const GPU: [u8; 16] =
