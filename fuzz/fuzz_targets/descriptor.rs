@@ -45,9 +45,11 @@ use libfuzzer_sys::fuzz_target;
 const POOL_CAPACITY: usize = 64 * 1024;
 const POOL_BLOCKS: u32 = 8;
 
-/// Layout of a `fake-device` descriptor (see `crates/freight-backend/src/fake_device.rs`).
-const FD_DESCRIPTOR_LEN: usize = 96;
-const FD_NAME_AT: usize = 32;
+/// Layout of a `fake-device` descriptor (see `encode` in `crates/freight-backend/src/device_pool.rs`).
+const FD_DESCRIPTOR_LEN: usize = 128;
+const FD_NAME_AT: usize = 56;
+const FD_DEVICE_AT: usize = 40;
+const FD_HANDLE_AT: usize = 120;
 
 fn device() -> &'static FakeDeviceBackend {
     static DEVICE: OnceLock<FakeDeviceBackend> = OnceLock::new();
@@ -165,23 +167,56 @@ fn masked(descriptor: &[u8], mask: &[u8]) -> Vec<u8> {
     d
 }
 
-/// Layout of a pool file (see `crates/freight-backend/src/fake_device.rs`).
+/// Layout of a pool file (see `crates/freight-backend/src/device_pool.rs`):
+/// version 3, the device's UUID at 40 of the header, 8 bytes of handle per
+/// block (`fake-device`: the block's offset), so records of 248 + 8 bytes.
+const POOL_VERSION: u32 = 3;
 const POOL_HEADER_LEN: usize = 64;
-const RECORD_LEN: usize = 168;
-const RECORD_READERS_AT: usize = 40;
+const POOL_DEVICE_AT: usize = 40;
+const POOL_HANDLE_LEN_AT: usize = 56;
+const HANDLE_LEN: usize = 8;
+const RECORD_LEN: usize = 248 + HANDLE_LEN;
+const RECORD_SERIAL_AT: usize = 40;
+const RECORD_READERS_AT: usize = 56;
+const RECORD_HANDLE_AT: usize = 248;
 const READER_SLOTS: usize = 16;
 
-/// A `fake-device` descriptor of block `index` of pool `name`.
-fn fake_descriptor(name: &str, index: u32, generation: u64, len: u64) -> Vec<u8> {
+/// The fields of a `fake-device` descriptor that name a block.
+struct Names {
+    index: u32,
+    generation: u64,
+    len: u64,
+    serial: u64,
+    handle: u64,
+}
+
+/// A `fake-device` descriptor of a block of pool `name` on `device`.
+fn fake_descriptor(name: &str, device: [u8; 16], n: &Names) -> Vec<u8> {
     let mut d = vec![0u8; FD_DESCRIPTOR_LEN];
     d[..4].copy_from_slice(b"FRFD");
-    d[4] = 1;
+    d[4] = 2;
     d[5] = name.len() as u8;
-    d[8..12].copy_from_slice(&index.to_le_bytes());
-    d[16..24].copy_from_slice(&generation.to_le_bytes());
-    d[24..32].copy_from_slice(&len.to_le_bytes());
+    d[6..8].copy_from_slice(&(HANDLE_LEN as u16).to_le_bytes());
+    d[8..12].copy_from_slice(&n.index.to_le_bytes());
+    d[16..24].copy_from_slice(&n.generation.to_le_bytes());
+    d[24..32].copy_from_slice(&n.len.to_le_bytes());
+    d[32..40].copy_from_slice(&n.serial.to_le_bytes());
+    d[FD_DEVICE_AT..FD_DEVICE_AT + 16].copy_from_slice(&device);
     d[FD_NAME_AT..FD_NAME_AT + name.len()].copy_from_slice(name.as_bytes());
+    d[FD_HANDLE_AT..].copy_from_slice(&n.handle.to_le_bytes());
     d
+}
+
+/// A pool file header with `records` records and `capacity` bytes of data at 4096.
+fn pool_header(f: &mut [u8], records: u32, capacity: u64, next_generation: u64, device: [u8; 16]) {
+    f[0..8].copy_from_slice(b"FRFDPOOL");
+    f[8..12].copy_from_slice(&POOL_VERSION.to_le_bytes());
+    f[12..16].copy_from_slice(&records.to_le_bytes());
+    f[16..24].copy_from_slice(&capacity.to_le_bytes());
+    f[24..32].copy_from_slice(&4096u64.to_le_bytes()); // data offset
+    f[32..40].copy_from_slice(&next_generation.to_le_bytes());
+    f[POOL_DEVICE_AT..POOL_DEVICE_AT + 16].copy_from_slice(&device);
+    f[POOL_HANDLE_LEN_AT..POOL_HANDLE_LEN_AT + 4].copy_from_slice(&(HANDLE_LEN as u32).to_le_bytes());
 }
 
 /// Makes the reader slots of a pool file name this process where the input
@@ -220,22 +255,22 @@ fn xor_at<const N: usize>(b: &mut [u8], at: usize, v: [u8; N]) {
 /// and length, are XORed with the values that make the import succeed, so
 /// that an input of zeros imports and the fuzzer spends its time on the
 /// bounds (length, offset, size class, index) rather than on matching them.
+/// In both modes the descriptor carries the allocation serial and handle of
+/// the record it names (when the file has it) and the reader's device, so
+/// that those checks pass where the file is consistent.
 fn hostile_pool(assisted: bool, rest: &[u8]) {
     let Some((fields, body)) = rest.split_first_chunk::<20>() else { return };
     let index = u32::from_le_bytes(fields[..4].try_into().unwrap());
     let mut generation = u64_at(fields, 4);
     let mut len = u64_at(fields, 12);
     let me = std::process::id();
+    let reader = FakeDeviceBackend::with_max_blocks(64, 1).expect("creating a reader's pool");
+    let device = reader.device_uuid().expect("a fake device has a UUID");
     let file = if assisted {
         let Some((&records, body)) = body.split_first() else { return };
         let records = usize::from(records % 9);
         let mut f = vec![0u8; 8192];
-        f[0..8].copy_from_slice(b"FRFDPOOL");
-        f[8..12].copy_from_slice(&2u32.to_le_bytes());
-        f[12..16].copy_from_slice(&(records as u32).to_le_bytes());
-        f[16..24].copy_from_slice(&4096u64.to_le_bytes()); // capacity
-        f[24..32].copy_from_slice(&4096u64.to_le_bytes()); // data offset
-        f[32..40].copy_from_slice(&1u64.to_le_bytes()); // next generation
+        pool_header(&mut f, records as u32, 4096, 1, device);
         let area = &mut f[POOL_HEADER_LEN..POOL_HEADER_LEN + records * RECORD_LEN];
         let n = area.len().min(body.len());
         area[..n].copy_from_slice(&body[..n]);
@@ -264,7 +299,6 @@ fn hostile_pool(assisted: bool, rest: &[u8]) {
     // SAFETY: geteuid has no preconditions and touches no memory of ours.
     let uid = unsafe { libc::geteuid() };
     let name = format!("freight-fakedev-{uid}-{me}-00000000f022f022");
-    let reader = FakeDeviceBackend::with_max_blocks(64, 1).expect("creating a reader's pool");
     let path = reader.pool_path().with_file_name(&name);
     let written = {
         use std::io::Write;
@@ -282,7 +316,10 @@ fn hostile_pool(assisted: bool, rest: &[u8]) {
             })
     };
     written.expect("writing the hostile pool file");
-    let d = fake_descriptor(&name, index, generation, len);
+    let record = POOL_HEADER_LEN + index as usize * RECORD_LEN;
+    let field = |at: usize| file.get(record + at..record + at + 8).map_or(0, |b| u64_at(b, 0));
+    let names = Names { index, generation, len, serial: field(RECORD_SERIAL_AT), handle: field(RECORD_HANDLE_AT) };
+    let d = fake_descriptor(&name, device, &names);
     let frame: Frame = Arc::new(HeapFrame(Vec::new()));
     if let Ok(storage) = reader.import(&frame, &d) {
         assert_eq!(storage.len() as u64, len);
@@ -361,12 +398,8 @@ fn hostile_seed(assisted: bool) -> Vec<u8> {
         let slot = (1u64 << 32) | (5u64 << 34);
         record[RECORD_READERS_AT..RECORD_READERS_AT + 8].copy_from_slice(&slot.to_le_bytes());
         let mut f = vec![0u8; 4096 + 256];
-        f[0..8].copy_from_slice(b"FRFDPOOL");
-        f[8..12].copy_from_slice(&2u32.to_le_bytes());
-        f[12..16].copy_from_slice(&1u32.to_le_bytes());
-        f[16..24].copy_from_slice(&256u64.to_le_bytes());
-        f[24..32].copy_from_slice(&4096u64.to_le_bytes());
-        f[32..40].copy_from_slice(&6u64.to_le_bytes());
+        let device = FakeDeviceBackend::DEFAULT_DEVICE_UUID;
+        pool_header(&mut f, 1, 256, 6, device);
         f[POOL_HEADER_LEN..POOL_HEADER_LEN + RECORD_LEN].copy_from_slice(&record);
         input.extend_from_slice(&f);
     }
@@ -375,7 +408,9 @@ fn hostile_seed(assisted: bool) -> Vec<u8> {
 
 fn write_seeds(dir: &std::path::Path) {
     let in_frame = |offset: u64, len: u64| [offset.to_le_bytes(), len.to_le_bytes()].concat();
-    let fake = fake_descriptor("freight-fakedev-1000-4242-0123456789abcdef", 3, 9, 100);
+    let names = Names { index: 3, generation: 9, len: 100, serial: 8, handle: 0 };
+    let fake =
+        fake_descriptor("freight-fakedev-1000-4242-0123456789abcdef", FakeDeviceBackend::DEFAULT_DEVICE_UUID, &names);
     let seeds: Vec<Vec<u8>> = vec![
         [&[0u8, 64][..], &in_frame(8, 16)].concat(),
         [&[1u8, 200][..], &in_frame(64, 136)].concat(),
