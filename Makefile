@@ -46,7 +46,7 @@ test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
 test: build wheel
 	$(CARGO) test --release --workspace --locked
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
-	.venv/bin/python -m pytest -q python/tests
+	.venv/bin/python -m pytest -q -rs python/tests
 	scripts/fuzz-smoke.sh
 	$(MAKE) --no-print-directory lint
 
