@@ -90,17 +90,19 @@ fn device_pointer(device: &Device, ptr: *const u8) -> Result<u64, String> {
     let mut registry = registry();
     let found = registry.iter().position(|r| (r.map.start..r.map.end).contains(&addr));
     if let Some(i) = found.filter(|&i| !still_mapped(&registry[i])) {
-        let gone = registry.swap_remove(i);
-        if gone.outcome == Ok(true) {
-            // SAFETY: freight registered this range; the mapping it was made
-            // for is gone, so no buffer of it is alive to be read by a device.
-            let _ = unsafe { driver::host_unregister(gone.map.start as *mut std::ffi::c_void) };
-        }
+        forget(device, registry.swap_remove(i));
     }
     let i = match registry.iter().position(|r| (r.map.start..r.map.end).contains(&addr)) {
         Some(i) => i,
         None => {
             let map = maps::find_own(addr)?.ok_or_else(|| format!("no mapping of this process holds {addr:#x}"))?;
+            // Registrations of earlier mappings that this one overlaps are
+            // stale (live mappings never overlap), and the driver refuses to
+            // register over them (HOST_MEMORY_ALREADY_REGISTERED).
+            let overlaps = |r: &Registration| r.map.start < map.end && map.start < r.map.end;
+            while let Some(i) = registry.iter().position(overlaps) {
+                forget(device, registry.swap_remove(i));
+            }
             let outcome = register(device, &map);
             registry.push(Registration { map, read_at: Instant::now(), outcome, device_bases: Vec::new() });
             registry.len() - 1
@@ -120,6 +122,22 @@ fn device_pointer(device: &Device, ptr: *const u8) -> Result<u64, String> {
         }
     };
     Ok(base + (addr - r.map.start) as u64)
+}
+
+/// Forgets the registration of a mapping that is gone, unregistering it if
+/// freight registered it.
+fn forget(device: &Device, gone: Registration) {
+    if gone.outcome == Ok(true) {
+        // The calling thread may have no context current yet (a subscriber's
+        // first import); the driver needs one. Registrations are portable:
+        // any device's context will do.
+        if device.bind().is_err() {
+            return;
+        }
+        // SAFETY: freight registered this range; the mapping it was made
+        // for is gone, so no buffer of it is alive to be read by a device.
+        let _ = unsafe { driver::host_unregister(gone.map.start as *mut std::ffi::c_void) };
+    }
 }
 
 /// Page-locks and maps a whole shared mapping for every device.
