@@ -1,6 +1,14 @@
 //! The conformance suite against `cpu`, `shm`, `fake-device`, and `cuda` and
 //! `cuda-host` where a GPU is present; the `fake-device` pool (and the `cuda`
 //! one, with a GPU) seen from another process.
+//!
+//! The GPU-gated tests (`gpu_or_skip`) skip without a driver; on every
+//! machine with a C compiler, `gpu_tests_run_on_the_simulated_cuda_driver`
+//! runs them again in a child against a simulated driver (`sim_cuda/`, a
+//! test double), which exercises the backends' logic but not real stream
+//! order or memory placement: the run on a real GPU remains the final check.
+
+mod sim_cuda;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -60,6 +68,11 @@ fn fake_device_conforms_over_shared_frames() {
 /// test harness captures: a skipped GPU test shows in every run.
 fn gpu_or_skip(what: &str) -> bool {
     match cuda::available() {
+        Ok(()) if std::env::var_os(sim_cuda::EXPECTED).is_some() => {
+            // Run against the simulation: it, not a real driver, must be what loaded.
+            assert_eq!(cuda::device_name(0).unwrap(), sim_cuda::DEVICE_NAME, "{what}: the driver that loaded");
+            true
+        }
         Ok(()) => true,
         Err(why) => {
             let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {why}");
@@ -433,10 +446,248 @@ fn cuda_block_read_by_another_process_returns_to_the_pool() {
     }
 }
 
+/// The stream a child of mode `order-drop` orders its buffer on:
+/// `CU_STREAM_PER_THREAD`, valid in every context.
+const CHILD_STREAM: u64 = 2;
+
+#[test]
+fn cuda_block_ordered_on_a_stream_by_another_process_returns_after_its_work() {
+    if !gpu_or_skip("cuda stream order between processes") {
+        return;
+    }
+    let gpu = CudaBackend::new(0, POOL_CAPACITY).unwrap();
+    let (len, seed) = (1 << 20, 23);
+    for round in 0..2 {
+        // The second round reuses the block (its allocation, with a new reader).
+        let mut child = Child::spawn_with("order-drop", len, seed, "cuda");
+        let mut block = gpu.allocate(len, None).unwrap();
+        block.set_write_stream(0);
+        block.write_from_host(0, &pattern(len, seed)).unwrap();
+        let d = gpu.export(block, &[child.pid()]).unwrap().as_bytes().to_vec();
+        child.send(&d);
+        child.expect(CHILD_DONE);
+        // The child's release thread gives the hold back once the work it
+        // ordered on its stream is done; the child is still alive.
+        let start = Instant::now();
+        while gpu.stats() != BackendStats::default() {
+            assert!(start.elapsed() < Duration::from_secs(5), "round {round}: the child's hold was not given back");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.finish();
+    }
+}
+
+#[test]
+fn cuda_block_imported_in_its_own_process_is_not_ipc_opened() {
+    if !gpu_or_skip("cuda within a process") {
+        return;
+    }
+    let writer = CudaBackend::new(0, POOL_CAPACITY).unwrap();
+    let other = CudaBackend::new(0, POOL_CAPACITY).unwrap();
+    let (len, seed) = (70_001, 11);
+    let mut block = writer.allocate(len, None).unwrap();
+    let ptr = block.device_view().expect("device memory has a device view").ptr;
+    block.set_write_stream(0);
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    let me = std::process::id();
+    let d = writer.export(block, &[me, me]).unwrap().as_bytes().to_vec();
+    // CUDA refuses to IPC-open an allocation in the process that made it (and
+    // so does the simulated driver): every backend of this process must reach
+    // the block through its own pointer.
+    for (who, backend) in [("the writer", &writer), ("another backend of this process", &other)] {
+        let buf = backend.import(&empty_frame(), &d).unwrap_or_else(|e| panic!("{who}: import: {e}"));
+        assert_eq!(buf.device_view().unwrap().ptr, ptr, "{who}: the block's own pointer");
+        buf.order_on_stream(0).unwrap();
+        let mut out = vec![0; len];
+        buf.copy_to_host(&mut out).unwrap();
+        assert!(out == pattern(len, seed), "{who}: read other bytes");
+        drop(buf);
+    }
+    let start = Instant::now();
+    while writer.stats() != BackendStats::default() {
+        assert!(start.elapsed() < Duration::from_secs(5), "the holds were not given back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `len` bytes of a fresh memfd, mapped shared (as iceoryx2's segments are),
+/// at `at` (replacing what is mapped there) or anywhere.
+fn map_shared(len: usize, at: Option<*mut u8>) -> *mut u8 {
+    // SAFETY: plain system calls on a descriptor of our own; a fixed address
+    // is only ever one of our own mappings, of this length, being replaced.
+    unsafe {
+        let fd = libc::memfd_create(c"freight-test-frame".as_ptr(), libc::MFD_CLOEXEC);
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0);
+        let (hint, fixed) = at.map_or((std::ptr::null_mut(), 0), |p| (p.cast(), libc::MAP_FIXED));
+        let p = libc::mmap(hint, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | fixed, fd, 0);
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        libc::close(fd);
+        p.cast()
+    }
+}
+
+/// A frame in a shared mapping; unmapped on drop when it owns the mapping.
+#[derive(Debug)]
+struct MappedFrame {
+    ptr: *mut u8,
+    len: usize,
+    owned: bool,
+}
+
+// SAFETY: the frame's bytes are only read through `bytes` once built.
+unsafe impl Send for MappedFrame {}
+unsafe impl Sync for MappedFrame {}
+
+impl MappedFrame {
+    fn new(len: usize) -> MappedFrame {
+        MappedFrame { ptr: map_shared(len.max(1), None), len, owned: true }
+    }
+}
+
+impl freight_backend::FrameMemory for MappedFrame {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping holds `len` bytes and outlives the frame.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn is_process_local(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for MappedFrame {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: the frame owns the mapping and nothing reads it any more.
+            unsafe { libc::munmap(self.ptr.cast(), self.len.max(1)) };
+        }
+    }
+}
+
+struct MappedFrameBuilder(Option<MappedFrame>);
+
+// SAFETY: the mapping is made once, exclusively the builder's until
+// `finish`, which hands over the same mapping.
+unsafe impl freight_backend::conformance::FrameBuilder for MappedFrameBuilder {
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.0.as_ref().unwrap().ptr
+    }
+    fn finish(mut self: Box<Self>) -> Frame {
+        Arc::new(self.0.take().unwrap())
+    }
+}
+
+/// `cuda-host` with frames in shared mappings, which it registers.
+struct MappedHarness(CudaHostBackend);
+
+impl freight_backend::conformance::Harness for MappedHarness {
+    fn backend(&self) -> &dyn Backend {
+        &self.0
+    }
+    fn frame_builder(&self, len: usize) -> Box<dyn freight_backend::conformance::FrameBuilder> {
+        Box::new(MappedFrameBuilder(Some(MappedFrame::new(len))))
+    }
+    fn label(&self) -> String {
+        "cuda-host over shared mappings".into()
+    }
+}
+
+/// Publishes `len` bytes of the pattern of `seed` at the start of `frame`'s
+/// bytes with `backend`, imports them, and checks the buffer.
+fn cuda_host_round_trip(backend: &CudaHostBackend, frame: MappedFrame, seed: u8) {
+    let len = frame.len;
+    let slot = freight_backend::FrameSlot { offset: 0, ptr: frame.ptr, len };
+    let mut block = backend.allocate(len, Some(slot)).unwrap();
+    assert!(block.device_view().is_some(), "no device view: {:?}", backend.last_registration_error());
+    block.write_from_host(0, &pattern(len, seed)).unwrap();
+    block.set_write_stream(0);
+    let d = backend.export(block, &[std::process::id()]).unwrap();
+    let frame: Frame = Arc::new(frame);
+    let buf = backend.import(&frame, d.as_bytes()).unwrap();
+    let view = buf.device_view().unwrap_or_else(|| panic!("no device view: {:?}", backend.last_registration_error()));
+    assert!(view.host_mapped);
+    assert!(buf.host_bytes().unwrap() == pattern(len, seed));
+}
+
+#[test]
+fn cuda_host_conforms_over_shared_mappings() {
+    if !gpu_or_skip("cuda-host over shared mappings") {
+        return;
+    }
+    let harness = MappedHarness(CudaHostBackend::new(0).unwrap());
+    run_all(&harness);
+    cuda_host_round_trip(&harness.0, MappedFrame::new(4096), 3);
+    assert_eq!(harness.0.last_registration_error(), None);
+}
+
+#[test]
+fn cuda_host_mapping_replaced_at_its_address_is_registered_again_from_any_thread() {
+    if !gpu_or_skip("cuda-host mapping replaced") {
+        return;
+    }
+    let backend = CudaHostBackend::new(0).unwrap();
+    let len = 1 << 16;
+    let at = map_shared(len, None);
+    let frame = |owned| MappedFrame { ptr: at, len, owned };
+    cuda_host_round_trip(&backend, frame(false), 1);
+    // Another segment replaces the registered one at the same address; the
+    // first thread to see it, here one with no CUDA context current yet,
+    // unregisters the old one and registers the new one.
+    map_shared(len, Some(at));
+    let replaced = frame(false);
+    std::thread::scope(|s| s.spawn(|| cuda_host_round_trip(&backend, replaced, 2)).join().unwrap());
+    map_shared(len, Some(at));
+    cuda_host_round_trip(&backend, frame(true), 3);
+}
+
+/// The GPU-gated tests, run again by `gpu_tests_run_on_the_simulated_cuda_driver`.
+const GPU_TESTS: &[&str] = &[
+    "cuda_conforms_over_shared_frames",
+    "cuda_host_conforms_over_shared_frames",
+    "cuda_helpers_agree_with_the_backend",
+    "cuda_block_read_by_another_process_returns_to_the_pool",
+    "cuda_block_ordered_on_a_stream_by_another_process_returns_after_its_work",
+    "cuda_block_imported_in_its_own_process_is_not_ipc_opened",
+    "cuda_host_conforms_over_shared_mappings",
+    "cuda_host_mapping_replaced_at_its_address_is_registered_again_from_any_thread",
+];
+
+/// Runs the GPU-gated tests in a child of this test binary against the
+/// simulated CUDA driver, and checks that each ran (was not skipped) and
+/// passed, and that no driver call failed for want of a current context.
+/// The simulation checks the backends' logic across processes; it cannot
+/// check stream order or memory placement, which only a real GPU run does.
+#[test]
+fn gpu_tests_run_on_the_simulated_cuda_driver() {
+    if std::env::var_os(sim_cuda::EXPECTED).is_some() {
+        return; // the child run itself
+    }
+    let Some(sim) = sim_cuda::SimDriver::build() else {
+        return;
+    };
+    let mut args = vec!["--exact"];
+    args.extend_from_slice(GPU_TESTS);
+    let out = sim.run(&std::env::current_exe().unwrap(), &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report = format!("driver in {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}", sim.dir().display());
+    assert!(out.status.success(), "the GPU tests failed on the simulated driver: {}\n{report}", out.status);
+    assert!(!stderr.contains("SKIPPED"), "a GPU test skipped on the simulated driver\n{report}");
+    for name in GPU_TESTS {
+        assert!(stdout.contains(&format!("test {name} ... ok")), "{name} did not run and pass\n{report}");
+    }
+    assert!(
+        !stderr.contains("CUDA_ERROR_INVALID_CONTEXT"),
+        "a driver call was made without a current context (or IPC-opened a block of its own process)\n{report}"
+    );
+}
+
 /// The child half of the tests above: does nothing unless run by them. Reads
 /// one descriptor from stdin, imports it, checks the contents; then drops the
 /// buffer (and checks that the descriptor no longer imports), drops it and
-/// waits for stdin to close, or holds it until stdin closes. In mode
+/// waits for stdin to close, or holds it until stdin closes (`order-drop`:
+/// orders it on [`CHILD_STREAM`] first, drops it and waits for stdin to
+/// close). In mode
 /// `other-device` its backend is on another simulated device and the import
 /// must be refused.
 #[test]
@@ -473,6 +724,12 @@ fn fake_device_child_imports_a_descriptor() {
     let mut out = vec![0; len];
     buf.copy_to_host(&mut out).unwrap();
     assert!(out == pattern(len, seed), "the child read other bytes");
+    if mode == "order-drop" {
+        // The child's stream waits for the writer; the release thread waits
+        // for the child's work on it before giving the hold back.
+        assert_ne!(buf.device_view().expect("a device view").ptr, 0);
+        buf.order_on_stream(CHILD_STREAM).expect("ordering on a stream");
+    }
     if mode == "hold" {
         println!("{CHILD_HOLDS}");
         std::io::stdin().read_to_string(&mut String::new()).expect("waiting for stdin to close");
@@ -485,7 +742,10 @@ fn fake_device_child_imports_a_descriptor() {
         assert!(matches!(device.import(&empty_frame(), &d), Err(ImportError::Stale { .. })));
     }
     println!("{CHILD_DONE}");
-    if mode == "drop-and-wait" {
+    // `order-drop`: the hold goes back on the release thread, which must get
+    // to it while this process lives (the writer then sees it given back,
+    // not reclaimed from a dead reader).
+    if mode == "drop-and-wait" || mode == "order-drop" {
         std::io::stdin().read_to_string(&mut String::new()).expect("waiting for stdin to close");
     }
 }
