@@ -254,12 +254,17 @@ pub enum AllocError {
         /// The backend's limit.
         max: usize,
     },
-    /// The pool has no room left; readers still hold its blocks.
-    #[error("{backend}: pool exhausted ({in_use} bytes in use of {capacity}); readers still hold blocks")]
+    /// The pool has no room left: readers hold its blocks, or (device memory)
+    /// reader processes still have idle blocks open, which keeps their memory
+    /// until those readers import again or exit.
+    #[error(
+        "{backend}: pool exhausted ({in_use} bytes carved of {capacity}): blocks are held by readers, or idle \
+         but still open in a reader process (freed when it next imports or exits); raise the pool's capacity"
+    )]
     Exhausted {
         /// The backend.
         backend: BackendKind,
-        /// Bytes held.
+        /// Bytes carved from the pool (held, or idle but not yet freed).
         in_use: usize,
         /// Pool capacity.
         capacity: usize,
