@@ -14,8 +14,10 @@ pub const EXPECTED: &str = "FREIGHT_SIM_CUDA_EXPECTED";
 /// The simulated device's name (`cuDeviceGetName`).
 pub const DEVICE_NAME: &str = "freight simulated CUDA device";
 
-/// The source of the simulated driver.
-const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sim_cuda/libcuda_sim.c");
+/// The source of the simulated driver. Named from the workspace's crates
+/// directory, so that other crates' tests can include this module too
+/// (`#[path = "../../freight-backend/tests/sim_cuda/mod.rs"]`).
+const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-backend/tests/sim_cuda/libcuda_sim.c");
 
 /// A directory holding the built simulated driver, removed on drop.
 pub struct SimDriver {
@@ -57,23 +59,33 @@ impl SimDriver {
         &self.dir
     }
 
-    /// Runs `exe` with `args` against the simulated driver: its directory
-    /// first on `LD_LIBRARY_PATH` (read by the loader at process start, so
-    /// children inherit it), failed driver calls traced to stderr.
-    pub fn run(&self, exe: &Path, args: &[&str]) -> Output {
+    /// `LD_LIBRARY_PATH` for a process that must load the simulated driver:
+    /// its directory first, then the current value.
+    pub fn library_path(&self) -> std::ffi::OsString {
         let mut path = self.dir.as_os_str().to_owned();
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
             path.push(":");
             path.push(old);
         }
-        Command::new(exe)
-            .args(args)
-            .env("LD_LIBRARY_PATH", path)
+        path
+    }
+
+    /// `exe` with `args`, set up to run against the simulated driver: its
+    /// directory first on `LD_LIBRARY_PATH` (read by the loader at process
+    /// start, so children inherit it), failed driver calls traced to stderr.
+    pub fn command(&self, exe: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(exe);
+        cmd.args(args)
+            .env("LD_LIBRARY_PATH", self.library_path())
             .env(EXPECTED, "1")
             .env("FREIGHT_SIM_CUDA_TRACE", "1")
-            .env_remove("CUDA_VISIBLE_DEVICES")
-            .output()
-            .expect("running a test binary against the simulated driver")
+            .env_remove("CUDA_VISIBLE_DEVICES");
+        cmd
+    }
+
+    /// Runs [`SimDriver::command`] to its end.
+    pub fn run(&self, exe: &Path, args: &[&str]) -> Output {
+        self.command(exe, args).output().expect("running a test binary against the simulated driver")
     }
 }
 
