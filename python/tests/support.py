@@ -221,6 +221,15 @@ def wait_for_subscriptions(pub, count):
         time.sleep(0.01)
 
 
+def report_subscriptions(pub, count):
+    """A peer's answer to `WAIT <count>`: waits (up to TIMEOUT) for `count`
+    subscriptions and prints `SUBS <matched>`."""
+    deadline = time.monotonic() + TIMEOUT
+    while pub.get_subscription_count() < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(f"SUBS {pub.get_subscription_count()}", flush=True)
+
+
 class RemoteSubscriber:
     """A subscription in a child process. While one exists, a publisher sends
     through shared memory (iceoryx2) to every subscription, this process's too."""

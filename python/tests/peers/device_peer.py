@@ -25,7 +25,6 @@ import argparse
 import pathlib
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -53,10 +52,7 @@ def publish(args, node):
         if not words:
             continue
         if words[0] == "WAIT":
-            deadline = time.monotonic() + support.TIMEOUT
-            while pub.get_subscription_count() < int(words[1]) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            print(f"SUBS {pub.get_subscription_count()}", flush=True)
+            support.report_subscriptions(pub, int(words[1]))
             continue
         k, n = int(words[1]), int(words[2])
         try:
