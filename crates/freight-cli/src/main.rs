@@ -3,11 +3,13 @@
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
 //! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
 //! `topic` (inspection and a test publisher, as `ros2 topic`) and the hidden `bench peer` (the
-//! subscriber process the benchmark starts).
+//! subscriber process the benchmark starts), `tune` (DDS profiles for large data over a lossy
+//! link).
 
 mod bench;
 mod demo;
 mod topic;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -68,6 +70,12 @@ COMMANDS IN DETAIL
       10 Hz once a second, with the rate). --wait-for-subscribers N holds the first message
       back; --qos sensor publishes best effort. It runs until --count or Ctrl-C.
 
+  freight tune --rate HZ --payload SIZE --link RATE [--loss P] [--outage T] [--latency-budget T] [--out DIR]
+      Cyclone DDS and Fast DDS settings and ROS 2 QoS for large samples over a lossy link:
+      one RTPS message per IP packet, repair at 2x the publish rate, a writer history whose
+      backlog after an outage drains within the budget. Prints each derived value with its
+      reason; --out writes cyclonedds.xml, fastdds.xml and ros2_qos.yaml. See docs/tuning.md.
+
 ERRORS
       Errors are printed as `error: <what went wrong>; <what to do>`; the exit status is 1.";
 
@@ -101,6 +109,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
+    /// DDS profiles (Cyclone, Fast DDS, ROS 2 QoS) for large data over a lossy link.
+    #[command(long_about = tune::LONG_ABOUT)]
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,6 +161,7 @@ fn main() -> ExitCode {
         }
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
     };
     match result {
         Ok(code) => code,
