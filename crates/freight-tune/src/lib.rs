@@ -36,6 +36,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod domain;
 pub mod render;
 pub mod units;
 
@@ -286,7 +287,8 @@ pub struct Profile {
     /// Shortest periodic heartbeat interval Cyclone may use while the history fills
     /// (`minsched`), and the shortest gap between asynchronous heartbeats (`min`).
     pub heartbeat_min: Duration,
-    /// Longest heartbeat interval (an idle writer backs off to it).
+    /// Longest heartbeat interval, the latency budget: a writer whose heartbeats go
+    /// unanswered (an outage) backs off to it, so it bounds the restart of repair.
     pub heartbeat_max: Duration,
     /// Delay before a reader NACKs and a writer answers a NACK: min(period / 4, 5 ms).
     pub response_delay: Duration,
@@ -394,7 +396,9 @@ pub fn tune(inputs: &Inputs) -> Result<Profile, TuneError> {
     let response = (heartbeat / 4.0).min(0.005);
     let ack_delay = (heartbeat / 2.0).min(0.010);
     let heartbeat_min = heartbeat / 4.0;
-    let heartbeat_max = heartbeat.max(1.0);
+    // After an outage the first heartbeat comes at most this late; it starts the repair
+    // that lets fresh samples through, so it is the latency budget.
+    let heartbeat_max = heartbeat.max(i.latency_budget.as_secs_f64());
     // The lost part of a sample, resent on what the stream leaves of the link.
     let retransmit = p * wire_bits / spare_bps;
     let round = heartbeat + 2.0 * response + i.rtt.as_secs_f64() + retransmit;

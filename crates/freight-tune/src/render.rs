@@ -100,8 +100,9 @@ pub fn cyclonedds_xml(p: &Profile) -> String {
       <!-- (b) Heartbeat period {hb_ms}: {why_hb}.
            minsched={hb_min_ms}: Cyclone halves the period (twice) while unacknowledged data piles up.
            min={hb_min_ms}: the shortest gap between heartbeats sent outside the schedule.
-           max={hb_max_ms}: an idle writer with unacknowledged data backs off no further
-           than this (default 8 s), so repair resumes promptly after an outage. -->
+           max={hb_max_ms}: the latency budget. A writer whose heartbeats go unanswered (an outage)
+           backs off no further than this (default 8 s), so repair, and with it fresh samples,
+           resume within the budget once the link returns. -->
       <HeartbeatInterval min="{hb_min}" minsched="{hb_min}" max="{hb_max}">{hb}</HeartbeatInterval>
       <!-- {why_resp}: the NACK goes out within the heartbeat period instead of
            Cyclone's default 100 ms, {nack_periods} publish periods at {rate} Hz. -->
