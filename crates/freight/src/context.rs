@@ -1,19 +1,20 @@
 //! The context (one per process and ROS domain, like `rclcpp::Context`) and nodes.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use freight_backend::{Backend, CpuBackend, ShmBackend};
 use freight_dds::{DdsConfig, DdsError, Participant};
 use freight_msg::{BackendKind, BackendSet, Message};
+use freight_tune::Profile;
 
 use crate::endpoint::{DeviceTag, Devices};
 use crate::error::{BackendUnavailable, ContextError, CreateError};
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::publisher::{Publisher, PublisherOptions};
-use crate::qos::QoS;
+use crate::qos::{LargeData, QoS};
 use crate::ros_discovery::RosDiscovery;
 use crate::subscription::{Subscription, SubscriptionOptions};
-use crate::topic::Ipc;
+use crate::topic::{lock, Ipc};
 
 /// Resource limits of a context. Every endpoint of a topic must be created with
 /// the same limits (the first one creates the topic's shared-memory service).
@@ -75,8 +76,10 @@ pub(crate) struct ContextInner {
     fake_device_uuid: Option<[u8; 16]>,
     /// The network plane's configuration; `None`: local only.
     network: Option<DdsConfig>,
+    /// Large-data streams declared up front ([`ContextBuilder::large_data`]).
+    declared_streams: Vec<LargeData>,
     /// The DDS participant, joined when the first endpoint needs it.
-    participant: OnceLock<Result<Arc<Participant>, DdsError>>,
+    participant: Mutex<Option<Joined>>,
     /// Node names of stock ROS 2 endpoints, read when the graph is first asked for.
     ros_discovery: OnceLock<Option<RosDiscovery>>,
 }
@@ -125,13 +128,57 @@ impl ContextInner {
     /// The DDS participant of this context; `None` when it is local only.
     pub(crate) fn participant(&self) -> Result<Option<Arc<Participant>>, DdsError> {
         let Some(config) = &self.network else { return Ok(None) };
-        self.participant.get_or_init(|| Participant::new(self.domain_id, config).map(Arc::new)).clone().map(Some)
+        let mut joined = lock(&self.participant);
+        self.join(&mut joined, config, None).participant.clone().map(Some)
     }
 
-    /// The DDS participant for an endpoint on `topic`, with the error an
-    /// endpoint reports.
-    pub(crate) fn participant_for(&self, topic: &str) -> Result<Option<Arc<Participant>>, CreateError> {
-        self.participant().map_err(|source| CreateError::Network { topic: topic.into(), source })
+    /// The DDS participant for an endpoint on `topic` with `qos`, with the
+    /// error an endpoint reports. A large-data QoS is tuned here; the domain
+    /// must be (or now be) configured for it.
+    pub(crate) fn participant_for(&self, topic: &str, qos: &QoS) -> Result<Option<Arc<Participant>>, CreateError> {
+        let Some(config) = &self.network else { return Ok(None) };
+        let wanted = match qos.large_data {
+            Some(stream) => {
+                Some(stream.profile(topic).map_err(|source| CreateError::Tune { topic: topic.into(), source })?)
+            }
+            None => None,
+        };
+        let mut joined = lock(&self.participant);
+        let joined = self.join(&mut joined, config, wanted.as_ref());
+        let participant =
+            joined.participant.clone().map_err(|source| CreateError::Network { topic: topic.into(), source })?;
+        if let Some(wanted) = &wanted {
+            let short = match &joined.tuning {
+                Some(applied) => applied.covers(wanted).err(),
+                None => Some(vec!["the domain was joined with the DDS configuration as given, untuned".into()]),
+            };
+            if let Some(short) = short {
+                return Err(CreateError::NetworkTuning { topic: topic.into(), short: short.join("; ") });
+            }
+        }
+        Ok(Some(participant))
+    }
+
+    /// Joins the domain unless done: with `config`, overlaid with the tuned
+    /// settings of the declared streams and of `wanted`.
+    fn join<'a>(&self, joined: &'a mut Option<Joined>, config: &DdsConfig, wanted: Option<&Profile>) -> &'a Joined {
+        joined.get_or_insert_with(|| {
+            let mut tuning: Option<Profile> = wanted.cloned();
+            for stream in &self.declared_streams {
+                // Declared streams were tuned once already, by the builder.
+                if let Ok(p) = stream.profile("/large_data") {
+                    match &mut tuning {
+                        Some(t) => t.widen(&p),
+                        None => tuning = Some(p),
+                    }
+                }
+            }
+            let config = match &tuning {
+                Some(t) => tuned_config(config, t),
+                None => config.clone(),
+            };
+            Joined { participant: Participant::new(self.domain_id, &config).map(Arc::new), tuning }
+        })
     }
 
     /// The `ros_discovery_info` reader, started on first use; `None` when
@@ -145,6 +192,28 @@ impl ContextInner {
     /// process can use. The fake device is a test backend and must be asked for.
     pub(crate) fn default_accepted(&self) -> BackendSet {
         BackendSet::of(&[BackendKind::Cpu, BackendKind::Shm])
+    }
+}
+
+/// The DDS participant of a context and the tuning its domain was configured with.
+struct Joined {
+    participant: Result<Arc<Participant>, DdsError>,
+    tuning: Option<Profile>,
+}
+
+/// `config` (or `CYCLONEDDS_URI` when it gives none) with the tuned settings
+/// after it: Cyclone reads a list of configurations, later ones overriding.
+fn tuned_config(config: &DdsConfig, tuning: &Profile) -> DdsConfig {
+    let base = config.xml.clone().or_else(|| std::env::var("CYCLONEDDS_URI").ok().filter(|s| !s.trim().is_empty()));
+    let tuned = freight_tune::render::cyclonedds_xml(tuning);
+    // Cyclone's parser wants each XML document to start with `<`; the
+    // declaration line is not needed inside a list.
+    let tuned = tuned.trim_start_matches(|c| c != '\n').trim_start().to_string();
+    DdsConfig {
+        xml: Some(match base {
+            Some(base) => format!("{base},{tuned}"),
+            None => tuned,
+        }),
     }
 }
 
@@ -175,6 +244,7 @@ pub struct ContextBuilder {
     network: Option<DdsConfig>,
     cuda_device: Option<i32>,
     fake_device_uuid: Option<[u8; 16]>,
+    large_data: Vec<LargeData>,
 }
 
 impl Default for ContextBuilder {
@@ -185,6 +255,7 @@ impl Default for ContextBuilder {
             network: Some(DdsConfig::default()),
             cuda_device: None,
             fake_device_uuid: None,
+            large_data: Vec::new(),
         }
     }
 }
@@ -222,6 +293,25 @@ impl ContextBuilder {
     /// ```
     pub fn dds_config(mut self, config: DdsConfig) -> Self {
         self.network = Some(config);
+        self
+    }
+
+    /// Declares a large stream over a lossy link that this context will carry
+    /// ([`QoS::large_data_lossy`]), so that the DDS domain is configured for it
+    /// even when another network endpoint is created first. Several streams
+    /// share the strictest of each domain-wide setting. The tuner's errors
+    /// come back from [`create`](Self::create).
+    ///
+    /// ```no_run
+    /// use freight::{Context, LargeData};
+    /// let ctx = Context::builder()
+    ///     .large_data(LargeData::new(30.0, 512 << 10, 433e6)) // point cloud
+    ///     .large_data(LargeData::new(15.0, 2 << 20, 433e6))   // camera
+    ///     .create()?;
+    /// # Ok::<_, freight::ContextError>(())
+    /// ```
+    pub fn large_data(mut self, stream: LargeData) -> Self {
+        self.large_data.push(stream);
         self
     }
 
@@ -269,6 +359,9 @@ impl ContextBuilder {
             Some(u) => Some(u),
             None => fake_device_uuid_from_env()?,
         };
+        for stream in &self.large_data {
+            stream.profile("/large_data").map_err(ContextError::Tune)?;
+        }
         // iceoryx2 logs at info level and warns that it runs without a config
         // file, which is how freight means it; keep its console to errors.
         iceoryx2::prelude::set_log_level(iceoryx2::prelude::LogLevel::Error);
@@ -284,7 +377,8 @@ impl ContextBuilder {
                 cuda_device,
                 fake_device_uuid,
                 network: self.network,
-                participant: OnceLock::new(),
+                declared_streams: self.large_data,
+                participant: Mutex::new(None),
                 ros_discovery: OnceLock::new(),
             }),
         })

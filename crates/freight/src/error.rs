@@ -30,6 +30,9 @@ pub enum ContextError {
         /// What it should be.
         expected: &'static str,
     },
+    /// A stream declared with `ContextBuilder::large_data` cannot be tuned.
+    #[error("large-data stream: {0}")]
+    Tune(freight_tune::TuneError),
 }
 
 /// A memory backend cannot be used in this process, and why.
@@ -97,6 +100,28 @@ pub enum CreateError {
         topic: String,
         /// Cyclone DDS's error.
         source: DdsError,
+    },
+    /// A large-data QoS ([`QoS::large_data_lossy`](crate::QoS::large_data_lossy)) whose
+    /// stream cannot be tuned.
+    #[error("large-data QoS for topic {topic}: {source}")]
+    Tune {
+        /// The topic.
+        topic: String,
+        /// The tuner's error, naming the field to change.
+        source: freight_tune::TuneError,
+    },
+    /// The DDS domain of this context was already configured (Cyclone configures a domain
+    /// once per process) with settings that do not serve this large-data stream.
+    #[error(
+        "large-data QoS for topic {topic}: the DDS domain of this context is already configured \
+         and cannot serve this stream ({short}); declare every large-data stream with \
+         Context::builder().large_data(..) so the domain is configured for all of them"
+    )]
+    NetworkTuning {
+        /// The topic.
+        topic: String,
+        /// Each domain-wide setting that falls short.
+        short: String,
     },
 }
 

@@ -333,7 +333,7 @@ impl<M: Message> Publisher<M> {
             .map_err(|e| shm_err(format!("{e:?}")))?;
         let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
         let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
-        let network = match ctx.participant_for(topic)? {
+        let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
                 let tag = PeerTag::of_this_process(node, Some(options.backend), None);
                 let w = NetworkWriter::new(&participant, topic, &M::dds_type_name(), &qos, &tag);

@@ -14,8 +14,14 @@
 //! * **Durability** `TransientLocal`: a subscription that joins late receives
 //!   the last `depth` messages of each publisher that is still alive; `depth`
 //!   may be at most [`Limits::max_history`](crate::Limits::max_history).
+//!
+//! **Large data over a lossy link** ([`QoS::large_data_lossy`]): on the network plane,
+//! freight derives the DDS settings for the stream from its rate, size and link with
+//! `freight tune`'s formulas and applies them itself (see [`LargeData`]).
 
 use std::time::Duration;
+
+use freight_tune::{Inputs, Profile, TuneError};
 
 use crate::context::Limits;
 use crate::error::CreateError;
@@ -47,6 +53,76 @@ pub enum History {
     KeepAll,
 }
 
+/// A large stream over a lossy, outage-prone link (WiFi): what `freight tune` asks, as a
+/// QoS setting. Defaults are the tuner's: MTU 1500, 1 % loss, a 20 s outage to ride
+/// through, a 100 ms latency budget, 5 ms round trip, two heartbeats per sample.
+///
+/// ```
+/// use std::time::Duration;
+/// use freight::LargeData;
+/// let wifi = LargeData { loss: 0.05, outage: Duration::from_secs(5), ..LargeData::new(30.0, 512 << 10, 433e6) };
+/// assert_eq!(wifi.mtu, 1500);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LargeData {
+    /// Publish rate, Hz.
+    pub rate_hz: f64,
+    /// Serialized message size, bytes.
+    pub payload_bytes: u64,
+    /// Rate the link really moves IP packets, bits per second.
+    pub link_bps: f64,
+    /// The link's MTU, bytes.
+    pub mtu: u32,
+    /// Expected fraction of packets lost.
+    pub loss: f64,
+    /// Longest outage to ride through without losing the match.
+    pub outage: Duration,
+    /// How late a sample may arrive after the link returns.
+    pub latency_budget: Duration,
+    /// Round trip of the unloaded link.
+    pub rtt: Duration,
+    /// Heartbeats (repair rounds) per published sample.
+    pub heartbeats_per_sample: f64,
+}
+
+impl LargeData {
+    /// A stream of `payload_bytes` at `rate_hz` over a link of `link_bps`, with the
+    /// tuner's defaults for the rest.
+    pub fn new(rate_hz: f64, payload_bytes: u64, link_bps: f64) -> Self {
+        Self::from_inputs(&Inputs::new(rate_hz, payload_bytes, link_bps))
+    }
+
+    fn from_inputs(i: &Inputs) -> Self {
+        LargeData {
+            rate_hz: i.rate_hz,
+            payload_bytes: i.payload_bytes,
+            link_bps: i.link_bps,
+            mtu: i.mtu,
+            loss: i.loss,
+            outage: i.outage,
+            latency_budget: i.latency_budget,
+            rtt: i.rtt,
+            heartbeats_per_sample: i.heartbeats_per_sample,
+        }
+    }
+
+    /// The tuned settings for this stream on `topic`: [`freight_tune::tune`]'s profile.
+    pub fn profile(&self, topic: &str) -> Result<Profile, TuneError> {
+        freight_tune::tune(&Inputs {
+            rate_hz: self.rate_hz,
+            payload_bytes: self.payload_bytes,
+            link_bps: self.link_bps,
+            mtu: self.mtu,
+            loss: self.loss,
+            outage: self.outage,
+            latency_budget: self.latency_budget,
+            rtt: self.rtt,
+            heartbeats_per_sample: self.heartbeats_per_sample,
+            topic: topic.into(),
+        })
+    }
+}
+
 /// A QoS profile.
 ///
 /// ```
@@ -56,7 +132,7 @@ pub enum History {
 /// let qos: QoS = 1.into(); // like rclcpp: a depth is a keep-last profile
 /// assert_eq!(qos, QoS::keep_last(1));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QoS {
     /// Reliability.
     pub reliability: Reliability,
@@ -66,6 +142,9 @@ pub struct QoS {
     pub history: History,
     /// How long a reliable publisher waits for room in a full queue.
     pub max_blocking_time: Duration,
+    /// A large stream over a lossy link: the network plane applies the tuned DDS settings
+    /// ([`QoS::large_data_lossy`]). `None`: the DDS configuration as given.
+    pub large_data: Option<LargeData>,
 }
 
 impl QoS {
@@ -76,7 +155,32 @@ impl QoS {
             durability: Durability::Volatile,
             history: History::KeepLast(depth),
             max_blocking_time: Duration::from_millis(100),
+            large_data: None,
         }
+    }
+
+    /// Reliable, volatile, keep last N_HC, for a large stream over a lossy link: the
+    /// network plane configures DDS as `freight tune` would for `stream` (one RTPS message
+    /// per IP packet, repair at twice the publish rate, a lease and buffers that ride
+    /// through the outage), with no configuration file to write. The history depth is the
+    /// tuner's N_HC. Errors are the tuner's, naming the field to change.
+    ///
+    /// Cyclone DDS configures a domain once per process: the first network endpoint joins
+    /// it with the settings of every stream known then (this one, and those declared with
+    /// [`ContextBuilder::large_data`](crate::ContextBuilder::large_data)); a later stream
+    /// that needs stricter settings is refused with
+    /// [`CreateError::NetworkTuning`](crate::CreateError::NetworkTuning).
+    ///
+    /// ```
+    /// use freight::{History, LargeData, QoS};
+    /// let qos = QoS::large_data_lossy(LargeData::new(30.0, 512 << 10, 433e6))?;
+    /// assert_eq!(qos.history, History::KeepLast(4));
+    /// # Ok::<_, freight::TuneError>(())
+    /// ```
+    pub fn large_data_lossy(stream: LargeData) -> Result<Self, TuneError> {
+        let profile = stream.profile("/large_data")?;
+        let depth = usize::try_from(profile.history_depth).unwrap_or(usize::MAX);
+        Ok(QoS { large_data: Some(stream), ..Self::keep_last(depth) })
     }
 
     /// Reliable, volatile, keep all.
@@ -129,7 +233,12 @@ impl QoS {
 
     /// Checks the profile against the context's limits; returns its depth.
     pub(crate) fn validate(&self, limits: &Limits) -> Result<usize, CreateError> {
-        let depth = self.depth(limits.max_depth);
+        let mut depth = self.depth(limits.max_depth);
+        if self.large_data.is_some() {
+            // N_HC sizes the DDS history for repair over a lossy link; shared memory
+            // loses nothing, so its queue need not be longer than the context allows.
+            depth = depth.min(limits.max_depth);
+        }
         if depth == 0 || depth > limits.max_depth {
             return Err(CreateError::OverLimit { what: "history depth (1..)", asked: depth, limit: limits.max_depth });
         }

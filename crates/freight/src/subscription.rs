@@ -165,7 +165,7 @@ impl<M: Message> Subscription<M> {
             .history_request(history)
             .create()
             .map_err(|e| shm_err(format!("{e:?}")))?;
-        let network = match ctx.participant_for(topic)? {
+        let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
                 // DDS arrivals wake this topic's waiting subscriptions as a local
                 // publisher does.
