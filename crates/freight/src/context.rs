@@ -138,9 +138,9 @@ impl ContextInner {
     pub(crate) fn participant_for(&self, topic: &str, qos: &QoS) -> Result<Option<Arc<Participant>>, CreateError> {
         let Some(config) = &self.network else { return Ok(None) };
         let wanted = match qos.large_data {
-            Some(stream) => {
-                Some(stream.profile(topic).map_err(|source| CreateError::Tune { topic: topic.into(), source })?)
-            }
+            Some(stream) => Some(
+                stream.profile(topic).map_err(|e| CreateError::Tune { topic: topic.into(), source: Box::new(e) })?,
+            ),
             None => None,
         };
         let mut joined = lock(&self.participant);
@@ -360,7 +360,7 @@ impl ContextBuilder {
             None => fake_device_uuid_from_env()?,
         };
         for stream in &self.large_data {
-            stream.profile("/large_data").map_err(ContextError::Tune)?;
+            stream.profile("/large_data").map_err(|e| ContextError::Tune(Box::new(e)))?;
         }
         // iceoryx2 logs at info level and warns that it runs without a config
         // file, which is how freight means it; keep its console to errors.

@@ -32,7 +32,7 @@ pub enum ContextError {
     },
     /// A stream declared with `ContextBuilder::large_data` cannot be tuned.
     #[error("large-data stream: {0}")]
-    Tune(freight_tune::TuneError),
+    Tune(Box<freight_tune::TuneError>),
 }
 
 /// A memory backend cannot be used in this process, and why.
@@ -107,8 +107,8 @@ pub enum CreateError {
     Tune {
         /// The topic.
         topic: String,
-        /// The tuner's error, naming the field to change.
-        source: freight_tune::TuneError,
+        /// The tuner's error, naming the field to change (boxed: it is large, and rare).
+        source: Box<freight_tune::TuneError>,
     },
     /// The DDS domain of this context was already configured (Cyclone configures a domain
     /// once per process) with settings that do not serve this large-data stream.

@@ -107,6 +107,9 @@ impl LargeData {
     }
 
     /// The tuned settings for this stream on `topic`: [`freight_tune::tune`]'s profile.
+    // The tuner's error carries every number its message names; it is returned once, at
+    // setup, never on a hot path, so its size does not matter.
+    #[allow(clippy::result_large_err)]
     pub fn profile(&self, topic: &str) -> Result<Profile, TuneError> {
         freight_tune::tune(&Inputs {
             rate_hz: self.rate_hz,
@@ -177,6 +180,7 @@ impl QoS {
     /// assert_eq!(qos.history, History::KeepLast(4));
     /// # Ok::<_, freight::TuneError>(())
     /// ```
+    #[allow(clippy::result_large_err)] // as LargeData::profile: setup only
     pub fn large_data_lossy(stream: LargeData) -> Result<Self, TuneError> {
         let profile = stream.profile("/large_data")?;
         let depth = usize::try_from(profile.history_depth).unwrap_or(usize::MAX);

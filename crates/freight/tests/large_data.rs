@@ -76,7 +76,7 @@ fn a_domain_joined_untuned_refuses_a_large_data_stream_unless_it_was_declared() 
 fn a_declared_stream_that_cannot_be_tuned_fails_the_context() {
     let bad = LargeData { mtu: 500, ..LargeData::new(30.0, 512 * KIB, 433e6) };
     match context(3).large_data(bad).create() {
-        Err(ContextError::Tune(TuneError::MtuTooSmall { mtu: 500 })) => {}
+        Err(ContextError::Tune(e)) if matches!(*e, TuneError::MtuTooSmall { mtu: 500 }) => {}
         other => panic!("expected the tuner's MTU error, got {other:?}"),
     }
 }
