@@ -10,7 +10,8 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 # cmake and libclang-dev: the cyclors crate builds Cyclone DDS from source and
 # generates its Rust bindings with bindgen. libfastrtps-dev: Fast DDS 2.9, for
 # the second independent ROS 2 DDS peer (crates/freight/tests/fastdds_interop).
-for pkg in build-essential pkg-config cmake libclang-dev fonts-dejavu-core libfastrtps-dev; do
+# iproute2 and nftables: `freight lab wireless` (namespaces, tc tbf, packet loss).
+for pkg in build-essential pkg-config cmake libclang-dev fonts-dejavu-core libfastrtps-dev iproute2 nftables; do
     have_pkg "$pkg" || need_pkgs+=("$pkg")
 done
 

@@ -4,10 +4,12 @@
 //! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
 //! `topic` (inspection and a test publisher, as `ros2 topic`) and the hidden `bench peer` (the
 //! subscriber process the benchmark starts), `tune` (DDS profiles for large data over a lossy
-//! link).
+//! link), `lab` (network experiments in namespaces).
 
 mod bench;
 mod demo;
+mod lab;
+mod stop;
 mod topic;
 mod tune;
 
@@ -76,6 +78,13 @@ COMMANDS IN DETAIL
       backlog after an outage drains within the budget. Prints each derived value with its
       reason; --out writes cyclonedds.xml, fastdds.xml and ros2_qos.yaml. See docs/tuning.md.
 
+  freight lab wireless [--quick] [--payloads KB,..] [--conditions ..] [--json F] [--plot F.png]
+      Needs root. The paper's experiment on one machine: two network namespaces joined by a
+      veth pair shaped to the link rate, packet loss (1 %, 20 %) and a 20 s outage made by
+      nftables; 30 Hz reliable samples of 32 to 512 KB with Cyclone's defaults and with the
+      tuned profile, freight's DDS plane and stock Python Cyclone DDS. Reports reception rate,
+      latency, losses, IP fragments and the recovery after the outage. --quick: < 5 minutes.
+
 ERRORS
       Errors are printed as `error: <what went wrong>; <what to do>`; the exit status is 1.";
 
@@ -112,6 +121,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// DDS profiles (Cyclone, Fast DDS, ROS 2 QoS) for large data over a lossy link.
     #[command(long_about = tune::LONG_ABOUT)]
     Tune(tune::TuneArgs),
+    /// Experiments on emulated networks (needs root): `lab wireless`.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,6 +174,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
+        Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

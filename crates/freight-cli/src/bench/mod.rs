@@ -62,7 +62,7 @@ mod harness;
 mod iceoryx2_raw;
 mod memcpy;
 mod peer;
-mod plot;
+pub(crate) mod plot;
 pub(crate) mod python;
 mod report;
 mod stats;
