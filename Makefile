@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build wheel demo test lint bench bench-python fuzz clean
+.PHONY: all deps build wheel demo test lint bench bench-python lab fuzz clean
 
 all: build
 
@@ -66,6 +66,10 @@ bench: build
 bench-python: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	$(FREIGHT) bench latency --lang python --python .venv/bin/python --json bench-latency-python.json
+
+# The lossy-link matrix recorded in BENCHMARKS.md (root; about 25 minutes).
+lab: build
+	$(FREIGHT) lab wireless --seconds 10 --python .venv/bin/python --json lab-wireless.json --plot lab-wireless.png
 
 clean:
 	$(CARGO) clean
