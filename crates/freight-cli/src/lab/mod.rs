@@ -411,6 +411,15 @@ fn measure(plan: &Plan, link: &Link, cell: &Cell, work: &Path, stock: &Path) -> 
         loss,
         outage,
     };
+    // Both peers take the stream as the same three options.
+    let stream_args = [
+        "--payload".to_string(),
+        data.to_string(),
+        "--rate".into(),
+        plan.rate.to_string(),
+        "--seconds".into(),
+        seconds.to_string(),
+    ];
     let command = |ns: &str, role: &str| -> Result<Command, String> {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns]);
@@ -418,13 +427,7 @@ fn measure(plan: &Plan, link: &Link, cell: &Cell, work: &Path, stock: &Path) -> 
         cmd.env_remove("CYCLONEDDS_URI");
         if cell.peer == "freight" {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            cmd.arg(exe).args(["lab", "peer", role]).args([
-                "--payload",
-                &data.to_string(),
-                "--rate",
-                &plan.rate.to_string(),
-                "--seconds",
-                &seconds.to_string(),
+            cmd.arg(exe).args(["lab", "peer", role]).args(&stream_args).args([
                 "--profile",
                 cell.profile,
                 "--link",
@@ -448,14 +451,7 @@ fn measure(plan: &Plan, link: &Link, cell: &Cell, work: &Path, stock: &Path) -> 
             };
             cmd.arg(&plan.python).arg(stock).arg(role).args(["--topic", peer::TOPIC, "--depth", &depth]);
             if role == "pub" {
-                cmd.args([
-                    "--payload",
-                    &data.to_string(),
-                    "--rate",
-                    &plan.rate.to_string(),
-                    "--seconds",
-                    &seconds.to_string(),
-                ]);
+                cmd.args(&stream_args);
             }
         }
         Ok(cmd)

@@ -124,6 +124,20 @@ fn draw_reference<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64>>(
     Ok(())
 }
 
+/// The legend, lower left, styled as the benchmark plot's.
+fn draw_legend<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, RangedCoordf64>>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .label_font(("sans-serif", 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 /// The outage runs the timeline shows: those with per-second data at the largest payload,
 /// where the stale burst and the recovery time are the largest.
 fn timeline<'a>(runs: &[&'a RunResult]) -> Vec<(&'a RunResult, &'a OutageResult)> {
@@ -203,14 +217,7 @@ pub fn write_plot(path: &Path, runs: &[RunResult]) -> Result<(), String> {
         }
         if i == 0 {
             // Lower left: at the small payloads every line is near the publish rate, at the top.
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerLeft)
-                .label_font(("sans-serif", 16))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| fail(path, e))?;
+            draw_legend(&mut chart).map_err(|e| fail(path, e))?;
         }
     }
 
@@ -259,14 +266,7 @@ pub fn write_plot(path: &Path, runs: &[RunResult]) -> Result<(), String> {
             draw_series(&mut chart, s, false, true).map_err(|e| fail(path, e))?;
         }
         // Lower left: before the cut the lines run near the publish rate, well above it.
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerLeft)
-            .label_font(("sans-serif", 16))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| fail(path, e))?;
+        draw_legend(&mut chart).map_err(|e| fail(path, e))?;
     }
     root.present().map_err(|e| fail(path, e))
 }
