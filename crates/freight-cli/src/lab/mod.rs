@@ -21,7 +21,7 @@ use clap::{Args, Subcommand};
 use freight_tune::units::{parse_bitrate, parse_duration};
 
 use self::netns::{Impairment, Link};
-use self::peer::{monotonic_ns, PeerArgs, PAYLOAD_OVERHEAD};
+use self::peer::{monotonic_ns, PeerArgs};
 use self::result::{OutageResult, RunResult};
 use crate::stop;
 
@@ -498,11 +498,7 @@ fn measure(plan: &Plan, link: &Link, cell: &Cell, work: &Path, stock: &Path) -> 
 
 /// The tuned profile of a run: what the freight peer derives for itself.
 fn tuned_stream(args: &PeerArgs) -> Result<freight_tune::Profile, String> {
-    let mut inputs = freight_tune::Inputs::new(args.rate, args.payload + PAYLOAD_OVERHEAD, args.link);
-    inputs.loss = args.loss;
-    inputs.outage = Duration::from_secs_f64(args.outage);
-    inputs.topic = peer::TOPIC.into();
-    freight_tune::tune(&inputs).map_err(|e| e.to_string())
+    peer::stream_of(args).profile(peer::TOPIC).map_err(|e| e.to_string())
 }
 
 /// (seq, send_ns, recv_ns) of every sample the subscriber printed, until it exits (bounded).

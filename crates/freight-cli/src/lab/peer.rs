@@ -79,15 +79,18 @@ pub fn run(args: &PeerArgs) -> bool {
 pub fn qos_of(args: &PeerArgs) -> Result<QoS, String> {
     match args.profile.as_str() {
         "default" => Ok(QoS::keep_all()),
-        "tuned" => {
-            let stream = LargeData {
-                loss: args.loss,
-                outage: Duration::from_secs_f64(args.outage),
-                ..LargeData::new(args.rate, args.payload + PAYLOAD_OVERHEAD, args.link)
-            };
-            QoS::large_data_lossy(stream).map_err(|e| e.to_string())
-        }
+        "tuned" => QoS::large_data_lossy(stream_of(args)).map_err(|e| e.to_string()),
         other => Err(format!("unknown profile `{other}`: default or tuned")),
+    }
+}
+
+/// The stream as the tuner sees it: what `tuned` asks freight to tune, and what the lab
+/// renders into the stock peer's `cyclonedds.xml`.
+pub fn stream_of(args: &PeerArgs) -> LargeData {
+    LargeData {
+        loss: args.loss,
+        outage: Duration::from_secs_f64(args.outage),
+        ..LargeData::new(args.rate, args.payload + PAYLOAD_OVERHEAD, args.link)
     }
 }
 
