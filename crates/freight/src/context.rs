@@ -76,8 +76,9 @@ pub(crate) struct ContextInner {
     fake_device_uuid: Option<[u8; 16]>,
     /// The network plane's configuration; `None`: local only.
     network: Option<DdsConfig>,
-    /// Large-data streams declared up front ([`ContextBuilder::large_data`]).
-    declared_streams: Vec<LargeData>,
+    /// The tuning of the large-data streams declared up front
+    /// ([`ContextBuilder::large_data`]), widened to serve all of them.
+    declared_tuning: Option<Profile>,
     /// The DDS participant, joined when the first endpoint needs it.
     participant: Mutex<Option<Joined>>,
     /// Node names of stock ROS 2 endpoints, read when the graph is first asked for.
@@ -163,16 +164,7 @@ impl ContextInner {
     /// settings of the declared streams and of `wanted`.
     fn join<'a>(&self, joined: &'a mut Option<Joined>, config: &DdsConfig, wanted: Option<&Profile>) -> &'a Joined {
         joined.get_or_insert_with(|| {
-            let mut tuning: Option<Profile> = wanted.cloned();
-            for stream in &self.declared_streams {
-                // Declared streams were tuned once already, by the builder.
-                if let Ok(p) = stream.profile("/large_data") {
-                    match &mut tuning {
-                        Some(t) => t.widen(&p),
-                        None => tuning = Some(p),
-                    }
-                }
-            }
+            let tuning = widen(self.declared_tuning.clone(), wanted);
             let config = match &tuning {
                 Some(t) => tuned_config(config, t),
                 None => config.clone(),
@@ -206,14 +198,25 @@ struct Joined {
 fn tuned_config(config: &DdsConfig, tuning: &Profile) -> DdsConfig {
     let base = config.xml.clone().or_else(|| std::env::var("CYCLONEDDS_URI").ok().filter(|s| !s.trim().is_empty()));
     let tuned = freight_tune::render::cyclonedds_xml(tuning);
-    // Cyclone's parser wants each XML document to start with `<`; the
-    // declaration line is not needed inside a list.
+    // The `<?xml ..?>` declaration is for a file; in a list it would stand
+    // after another document, so it is dropped.
     let tuned = tuned.trim_start_matches(|c| c != '\n').trim_start().to_string();
     DdsConfig {
         xml: Some(match base {
             Some(base) => format!("{base},{tuned}"),
             None => tuned,
         }),
+    }
+}
+
+/// `tuning` widened to serve `other` too (or `other`'s, when there is none yet).
+fn widen(tuning: Option<Profile>, other: Option<&Profile>) -> Option<Profile> {
+    match (tuning, other) {
+        (Some(mut t), Some(o)) => {
+            t.widen(o);
+            Some(t)
+        }
+        (t, o) => t.or_else(|| o.cloned()),
     }
 }
 
@@ -359,8 +362,10 @@ impl ContextBuilder {
             Some(u) => Some(u),
             None => fake_device_uuid_from_env()?,
         };
+        let mut declared_tuning = None;
         for stream in &self.large_data {
-            stream.profile("/large_data").map_err(|e| ContextError::Tune(Box::new(e)))?;
+            let profile = stream.profile("/large_data").map_err(|e| ContextError::Tune(Box::new(e)))?;
+            declared_tuning = widen(declared_tuning, Some(&profile));
         }
         // iceoryx2 logs at info level and warns that it runs without a config
         // file, which is how freight means it; keep its console to errors.
@@ -377,7 +382,7 @@ impl ContextBuilder {
                 cuda_device,
                 fake_device_uuid,
                 network: self.network,
-                declared_streams: self.large_data,
+                declared_tuning,
                 participant: Mutex::new(None),
                 ros_discovery: OnceLock::new(),
             }),
