@@ -61,4 +61,33 @@ if ! "$here/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "
     echo "error: could not install the Python test packages (scripts/requirements-test.txt) into .venv" >&2
     exit 1
 fi
-echo "dependencies ok: $(rustc --version), $("$here/.venv/bin/python" --version)"
+# Stock ROS 2 from PyPI, the peer of the stock-interop tests and the baseline of
+# `freight bench ros2`: Jazzy (Fast DDS 2.14) and Kilted (Fast DDS 3.2), each in
+# a virtual environment of its own. Their wheels are for CPython 3.11 only.
+ros_python=""
+for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null && [[ "$("$candidate" -c 'import sys; print(sys.version_info[:2] == (3, 11))')" == True ]]; then
+        ros_python="$candidate"
+        break
+    fi
+done
+if [[ -z "$ros_python" ]]; then
+    echo "error: the stock ROS 2 wheels (scripts/requirements-ros-*.txt) need CPython 3.11; install python3.11" >&2
+    exit 1
+fi
+for distro in jazzy kilted; do
+    venv="$here/.venv-ros-$distro"
+    requirements="$here/scripts/requirements-ros-$distro.txt"
+    # The stamp holds the requirements it was installed from: pip runs only when they change.
+    if [[ -x "$venv/bin/python" ]] && cmp -s "$requirements" "$venv/.freight-requirements"; then
+        continue
+    fi
+    [[ -x "$venv/bin/python" ]] || "$ros_python" -m venv "$venv"
+    echo "installing stock ROS 2 $distro into $venv"
+    if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"; then
+        echo "error: could not install stock ROS 2 $distro ($requirements) into $venv" >&2
+        exit 1
+    fi
+    cp "$requirements" "$venv/.freight-requirements"
+done
+echo "dependencies ok: $(rustc --version), $("$here/.venv/bin/python" --version), stock ROS 2 jazzy and kilted"
