@@ -12,22 +12,29 @@
 //!   readers and keeps discovery ([`Participant::discovered`]).
 //! * [`Writer`], [`Reader`]: raw CDR in and out; matched peers with their
 //!   USER_DATA, which is how freight peers recognize each other.
-//! * [`EndpointQos`]: ROS 2 QoS in DDS terms; [`DdsConfig`]: where the domain's
-//!   configuration comes from.
+//! * [`EndpointQos`]: ROS 2 QoS in DDS terms.
+//! * [`DdsConfig`] and [`EffectiveConfig`]: the domain's configuration — freight's
+//!   settings for this host (ROS 2's discovery variables, datagrams sized for the
+//!   interface in use, buffers and repair for large samples), each with its reason, and
+//!   the user's `CYCLONEDDS_URI` over them.
 #![deny(missing_docs)]
 
 mod config;
 mod discovery;
 mod error;
+mod interfaces;
 mod participant;
 mod qos;
 mod reader;
+mod ros_env;
 mod writer;
 
-pub use config::DdsConfig;
+pub use config::{DdsConfig, EffectiveConfig, Setting, UserConfig, UserSource, RECEIVE_BUFFER_REQUEST};
 pub use discovery::{Discovered, DiscoveredEndpoint, DiscoveredParticipant};
 pub use error::DdsError;
+pub use interfaces::{cyclone_default_interface, host_interfaces, Interface};
 pub use participant::Participant;
 pub use qos::EndpointQos;
 pub use reader::{Reader, ReceivedCdr};
+pub use ros_env::{DiscoveryOptions, DiscoveryRange};
 pub use writer::Writer;

@@ -49,12 +49,14 @@ fn configure_domain(domain_id: u32, config: &DdsConfig) -> Result<(), DdsError> 
         }
         return Ok(());
     }
-    if let Some(xml) = &config.xml {
-        let xml = cstring("DDS configuration", xml)?;
-        // SAFETY: `xml` is a valid C string; Cyclone parses it during the call.
-        let ret = unsafe { dds::dds_create_domain(domain_id, xml.as_ptr()) };
-        check("dds_create_domain", ret)?;
+    let effective = config.effective();
+    for warning in &effective.warnings {
+        eprintln!("freight: DDS domain {domain_id}: {warning}");
     }
+    let xml = cstring("DDS configuration", &effective.xml())?;
+    // SAFETY: `xml` is a valid C string; Cyclone parses it during the call.
+    let ret = unsafe { dds::dds_create_domain(domain_id, xml.as_ptr()) };
+    check("dds_create_domain", ret)?;
     domains.insert(domain_id, config.clone());
     Ok(())
 }

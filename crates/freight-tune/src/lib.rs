@@ -52,6 +52,25 @@ pub const IP_UDP_HEADER: u32 = 28;
 /// sentinel. At MTU 1500 this gives Cyclone's own default fragment size, 1344 B.
 pub const RTPS_FRAGMENT_OVERHEAD: u32 = 128;
 
+/// The largest UDP payload sent, whatever the MTU: loopback's MTU is 64 KiB, and 65,500 B
+/// is the largest datagram every DDS stack accepts (Fast DDS's default `maxMessageSize`).
+pub const MAX_DATAGRAM: u32 = 65_500;
+
+/// The datagram and fragment sizes for a link of `mtu` bytes, `(max_message_size,
+/// fragment_size)`: one RTPS message per IP packet (MTU − 28, at most [`MAX_DATAGRAM`]),
+/// and the sample bytes a DATA_FRAG in it carries (128 B less, a multiple of 4, which keeps
+/// the next submessage aligned without padding). Valid for `mtu` ≥ [`MIN_MTU`], which
+/// leaves at least 420 sample bytes per packet.
+///
+/// ```
+/// assert_eq!(freight_tune::datagram_sizes(1500), (1472, 1344));
+/// assert_eq!(freight_tune::datagram_sizes(65536), (65500, 65372)); // loopback
+/// ```
+pub fn datagram_sizes(mtu: u32) -> (u32, u32) {
+    let max_message_size = mtu.saturating_sub(IP_UDP_HEADER).min(MAX_DATAGRAM);
+    (max_message_size, max_message_size.saturating_sub(RTPS_FRAGMENT_OVERHEAD) / 4 * 4)
+}
+
 /// The CDR encapsulation header in front of every serialized sample.
 pub const CDR_ENCAPSULATION: u64 = 4;
 
@@ -264,7 +283,7 @@ pub struct Profile {
     pub inputs: Inputs,
 
     // (a) message size
-    /// Largest UDP payload, first sends and retransmits: MTU − 28.
+    /// Largest UDP payload, first sends and retransmits: MTU − 28, at most 65,500 B.
     pub max_message_size: u32,
     /// Sample bytes per DATA_FRAG: `max_message_size − 128`, rounded down to a multiple of 4.
     pub fragment_size: u32,
@@ -358,10 +377,7 @@ pub fn tune(inputs: &Inputs) -> Result<Profile, TuneError> {
     let p = i.loss;
 
     // (a) One RTPS message per IP packet.
-    let max_message_size = i.mtu - IP_UDP_HEADER;
-    // MIN_MTU guarantees 548 − 128 = 420 bytes at least; multiples of 4 keep the next
-    // submessage aligned without padding.
-    let fragment_size = (max_message_size - RTPS_FRAGMENT_OVERHEAD) / 4 * 4;
+    let (max_message_size, fragment_size) = datagram_sizes(i.mtu);
     let sample_bytes = i.payload_bytes + CDR_ENCAPSULATION;
     let packets_per_sample = sample_bytes.div_ceil(u64::from(fragment_size));
     // Every packet counted as a full MTU: the last one is usually shorter, the link layer's

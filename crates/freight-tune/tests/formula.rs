@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use freight_tune::{tune, Inputs, TuneError, MIN_MTU};
+use freight_tune::{tune, Inputs, TuneError, MAX_DATAGRAM, MAX_MTU, MIN_MTU};
 
 /// The example: 512 KiB at 30 Hz over 433 Mbit/s, defaults otherwise.
 fn example() -> Inputs {
@@ -59,11 +59,11 @@ fn payload_of_exactly_one_fragment_and_one_byte_more() {
 
 #[test]
 fn payload_larger_than_one_message_is_split_into_fragments_of_the_mtu() {
-    for mtu in [MIN_MTU, 1500, 9000] {
+    for mtu in [MIN_MTU, 1500, 9000, MAX_MTU] {
         let mut i = Inputs::new(10.0, 1 << 20, 1e9);
         i.mtu = mtu;
         let p = tune(&i).unwrap();
-        assert_eq!(p.max_message_size, mtu - 28);
+        assert_eq!(p.max_message_size, (mtu - 28).min(MAX_DATAGRAM), "at most the largest datagram");
         assert!(p.fragment_size + 128 <= p.max_message_size && p.fragment_size.is_multiple_of(4));
         assert_eq!(p.packets_per_sample, ((1 << 20) + 4u64).div_ceil(u64::from(p.fragment_size)));
     }
