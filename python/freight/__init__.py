@@ -45,6 +45,7 @@ from freight.errors import (
     TypeMismatchError,
 )
 from freight.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
+from freight.graph import TopicEndpointInfo, TopicEndpointTypeEnum
 from freight.node import Node, Timer
 from freight.qos import (
     DurabilityPolicy,
@@ -126,6 +127,8 @@ __all__ = [
     "Executor",
     "SingleThreadedExecutor",
     "MultiThreadedExecutor",
+    "TopicEndpointInfo",
+    "TopicEndpointTypeEnum",
     "QoSProfile",
     "HistoryPolicy",
     "ReliabilityPolicy",

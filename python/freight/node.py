@@ -6,6 +6,7 @@ import time
 
 from freight import context as _context
 from freight.clock import Clock
+from freight.graph import GraphMixin
 from freight.qos import as_profile
 
 
@@ -84,7 +85,7 @@ def _configure_logging():
         root.propagate = False
 
 
-class Node:
+class Node(GraphMixin):
     """A ROS 2 node: creates publishers, subscriptions and timers.
 
     ``context`` defaults to the one :func:`freight.init` made. As in rclpy,

@@ -95,6 +95,13 @@ pub(crate) struct Node {
     inner: RustNode,
 }
 
+impl Node {
+    /// The Rust node (for the graph functions of [`crate::graph`]).
+    pub(crate) fn inner(&self) -> &RustNode {
+        &self.inner
+    }
+}
+
 /// `(history, depth, reliability, durability, max_blocking_time_sec)`, as
 /// `freight.QoSProfile` hands it over.
 type QosTuple = (String, usize, String, String, f64);

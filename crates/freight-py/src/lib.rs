@@ -5,7 +5,8 @@
 //! * [`messages`]: the built-in message classes, over [`fields`];
 //! * [`arrays`]: numpy views of received and loaned memory, device arrays of
 //!   received device memory, all exported as DLPack by [`dlpack`];
-//! * [`errors`]: Rust errors as the exception classes of `freight.errors`.
+//! * [`errors`]: Rust errors as the exception classes of `freight.errors`;
+//! * [`graph`]: the ROS graph for `freight.Node`'s graph methods.
 //!
 //! The rclpy-shaped API (`init`, `Node`, executors, QoS profiles) is Python,
 //! in `python/freight/`; everything per message is here.
@@ -15,6 +16,7 @@ mod dlpack;
 mod endpoints;
 mod errors;
 mod fields;
+mod graph;
 mod messages;
 
 use pyo3::prelude::*;
@@ -29,5 +31,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::LoanedBuffer>()?;
     m.add_class::<arrays::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::topic_names_and_types, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::node_names_and_namespaces, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::wait_for_discovery, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::topic_endpoints, m)?)?;
     messages::register(m)
 }

@@ -12,7 +12,7 @@ use crate::error::{BackendUnavailable, ContextError, CreateError};
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::{LargeData, QoS};
-use crate::ros_discovery::RosDiscovery;
+use crate::ros_discovery::{Registration, RosGraph};
 use crate::subscription::{Subscription, SubscriptionOptions};
 use crate::topic::{lock, Ipc};
 
@@ -81,8 +81,8 @@ pub(crate) struct ContextInner {
     declared_tuning: Option<Profile>,
     /// The DDS participant, joined when the first endpoint needs it.
     participant: Mutex<Option<Joined>>,
-    /// Node names of stock ROS 2 endpoints, read when the graph is first asked for.
-    ros_discovery: OnceLock<Option<RosDiscovery>>,
+    /// This context's nodes in the ROS graph, and the nodes other participants announce.
+    pub(crate) ros_graph: Arc<RosGraph>,
 }
 
 impl ContextInner {
@@ -161,7 +161,8 @@ impl ContextInner {
     }
 
     /// Joins the domain unless done: with `config`, overlaid with the tuned
-    /// settings of the declared streams and of `wanted`.
+    /// settings of the declared streams and of `wanted`; then announces this
+    /// context's nodes in the ROS graph.
     fn join<'a>(&self, joined: &'a mut Option<Joined>, config: &DdsConfig, wanted: Option<&Profile>) -> &'a Joined {
         joined.get_or_insert_with(|| {
             let tuning = widen(self.declared_tuning.clone(), wanted);
@@ -169,15 +170,12 @@ impl ContextInner {
                 Some(t) => tuned_config(config, t),
                 None => config.clone(),
             };
-            Joined { participant: Participant::new(self.domain_id, &config).map(Arc::new), tuning }
+            let participant = Participant::new(self.domain_id, &config).map(Arc::new);
+            if let Ok(p) = &participant {
+                self.ros_graph.joined(p);
+            }
+            Joined { participant, tuning }
         })
-    }
-
-    /// The `ros_discovery_info` reader, started on first use; `None` when
-    /// local only or when it could not be created (node names then show `?`).
-    pub(crate) fn ros_discovery(&self) -> Option<&RosDiscovery> {
-        let participant = self.participant().ok().flatten()?;
-        self.ros_discovery.get_or_init(|| RosDiscovery::new(&participant).ok()).as_ref()
     }
 
     /// Backends a subscription accepts unless told otherwise: every one this
@@ -194,7 +192,8 @@ struct Joined {
 }
 
 /// `config` (or `CYCLONEDDS_URI` when it gives none) with the tuned settings
-/// after it: Cyclone reads a list of configurations, later ones overriding.
+/// after it: Cyclone reads a list of configurations, later ones overriding
+/// (freight's own settings for the host come before both: `DdsConfig::effective`).
 fn tuned_config(config: &DdsConfig, tuning: &Profile) -> DdsConfig {
     let base = config.xml.clone().or_else(|| std::env::var("CYCLONEDDS_URI").ok().filter(|s| !s.trim().is_empty()));
     let tuned = freight_tune::render::cyclonedds_xml(tuning);
@@ -384,7 +383,7 @@ impl ContextBuilder {
                 network: self.network,
                 declared_tuning,
                 participant: Mutex::new(None),
-                ros_discovery: OnceLock::new(),
+                ros_graph: Arc::default(),
             }),
         })
     }
@@ -522,7 +521,10 @@ impl Context {
             .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
             .create::<Ipc>()
             .map_err(|e| ContextError::SharedMemory(format!("{e:?}")))?;
-        Ok(Node { inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox }) })
+        let in_graph = self.inner.ros_graph.add_node((namespace.clone(), name.to_string()));
+        Ok(Node {
+            inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox, _in_graph: in_graph }),
+        })
     }
 }
 
@@ -531,6 +533,8 @@ pub(crate) struct NodeInner {
     pub(crate) name: String,
     pub(crate) namespace: String,
     pub(crate) iox: iceoryx2::node::Node<Ipc>,
+    /// Keeps the node in the ROS graph (`ros_discovery_info`) while it lives.
+    _in_graph: Registration,
 }
 
 /// A node: a named participant that owns publishers and subscriptions.
@@ -568,6 +572,11 @@ impl Node {
     /// The context the node belongs to.
     pub fn context(&self) -> &Context {
         &self.inner.ctx
+    }
+
+    /// The node as the ROS graph keys it: namespace and name.
+    pub(crate) fn graph_key(&self) -> (String, String) {
+        (self.inner.namespace.clone(), self.inner.name.clone())
     }
 
     /// Expands a topic name relative to this node.

@@ -227,11 +227,36 @@ impl Node {
 
     /// DDS discovery now; `None` in a local-only context.
     fn discovered(&self) -> Result<Option<Discovered>, GraphError> {
-        let ctx = &self.inner.ctx.inner;
-        let participant = ctx.participant().map_err(GraphError::Network)?;
-        // Start listening for ROS 2 node names as early as possible.
-        ctx.ros_discovery();
+        let participant = self.inner.ctx.inner.participant().map_err(GraphError::Network)?;
         participant.map(|p| p.discovered().map_err(GraphError::Network)).transpose()
+    }
+
+    /// The nodes of this node's domain, as `(name, namespace)`, sorted: this
+    /// context's, every node another ROS 2 participant announces (stock nodes,
+    /// freight on other hosts and in other processes), and the freight nodes of this
+    /// host's shared memory. Like rclpy's `get_node_names_and_namespaces()`.
+    ///
+    /// ```no_run
+    /// let node = freight::Context::new()?.create_node("inspector")?;
+    /// node.wait_for_discovery(std::time::Duration::from_secs(1))?;
+    /// for (name, namespace) in node.node_names_and_namespaces()? {
+    ///     println!("{namespace} {name}");
+    /// }
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn node_names_and_namespaces(&self) -> Result<Vec<(String, String)>, GraphError> {
+        // Joins the domain (if not yet), which starts reading announcements.
+        self.discovered()?;
+        let mut nodes = self.inner.ctx.inner.ros_graph.nodes();
+        for fqn in node_names(self.inner.iox.config()).into_values() {
+            if let Some((namespace, name)) = fqn.rsplit_once('/') {
+                let namespace = if namespace.is_empty() { "/" } else { namespace };
+                nodes.push((name.to_string(), namespace.to_string()));
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        Ok(nodes)
     }
 
     /// The endpoints of `topic` on this host and how each pair exchanges
@@ -242,8 +267,8 @@ impl Node {
         };
         let mut endpoints = self.local_endpoints(topic)?;
         if let Some(d) = self.discovered()? {
-            let ros = self.inner.ctx.inner.ros_discovery();
-            endpoints.extend(remote_endpoints(&d, topic, |guid| ros.and_then(|r| r.node_of(guid))));
+            let graph = &self.inner.ctx.inner.ros_graph;
+            endpoints.extend(remote_endpoints(&d, topic, |guid| graph.node_of(guid)));
         }
         if endpoints.is_empty() {
             // It went away after listing.

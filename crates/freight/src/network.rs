@@ -27,6 +27,7 @@ use freight_msg::{
 
 use crate::context::Node;
 use crate::qos::{Durability, History, QoS, Reliability};
+use crate::ros_discovery::Registration;
 use crate::topic::lock;
 
 /// The identity of this host's shared memory: boot id and the device and inode
@@ -146,11 +147,15 @@ pub(crate) struct NetworkWriter {
     changed: Arc<AtomicBool>,
     /// Matched readers that are not freight on this host.
     remote: AtomicUsize,
+    /// Names the writer's node in the ROS graph while the writer lives.
+    _in_graph: Registration,
 }
 
 impl NetworkWriter {
+    /// The DDS writer of `node`'s publisher on `topic`.
     pub(crate) fn new(
         participant: &Arc<Participant>,
+        node: &Node,
         topic: &str,
         type_name: &str,
         qos: &QoS,
@@ -164,7 +169,8 @@ impl NetworkWriter {
             &endpoint_qos(qos, tag),
             Box::new(move || flag.store(true, Ordering::Release)),
         )?;
-        Ok(NetworkWriter { writer, changed, remote: AtomicUsize::new(0) })
+        let in_graph = node.context().inner.ros_graph.add_endpoint(&node.graph_key(), writer.guid(), true);
+        Ok(NetworkWriter { writer, changed, remote: AtomicUsize::new(0), _in_graph: in_graph })
     }
 
     /// Matched readers that need this publisher's data over the network. Reads
@@ -197,12 +203,16 @@ pub(crate) struct NetworkReader {
     pending: Arc<AtomicBool>,
     /// Whether each writer seen is freight on this host (its samples are dropped).
     local_writers: Mutex<HashMap<u64, bool>>,
+    /// Names the reader's node in the ROS graph while the reader lives.
+    _in_graph: Registration,
 }
 
 impl NetworkReader {
-    /// A reader whose arrivals also run `wake` (on a Cyclone thread).
+    /// The DDS reader of `node`'s subscription on `topic`, whose arrivals also run
+    /// `wake` (on a Cyclone thread).
     pub(crate) fn new(
         participant: &Arc<Participant>,
+        node: &Node,
         topic: &str,
         type_name: &str,
         qos: &QoS,
@@ -220,7 +230,8 @@ impl NetworkReader {
                 wake();
             }),
         )?;
-        Ok(NetworkReader { reader, pending, local_writers: Mutex::default() })
+        let in_graph = node.context().inner.ros_graph.add_endpoint(&node.graph_key(), reader.guid(), false);
+        Ok(NetworkReader { reader, pending, local_writers: Mutex::default(), _in_graph: in_graph })
     }
 
     /// Matched writers that are not freight on this host.

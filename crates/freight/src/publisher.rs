@@ -336,7 +336,7 @@ impl<M: Message> Publisher<M> {
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
                 let tag = PeerTag::of_this_process(node, Some(options.backend), None);
-                let w = NetworkWriter::new(&participant, topic, &M::dds_type_name(), &qos, &tag);
+                let w = NetworkWriter::new(&participant, node, topic, &M::dds_type_name(), &qos, &tag);
                 Some(w.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
             }
             None => None,

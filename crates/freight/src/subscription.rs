@@ -172,7 +172,7 @@ impl<M: Message> Subscription<M> {
                 let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
                 let wake = Box::new(move || _ = notifier.notify());
                 let tag = PeerTag::of_this_process(node, None, Some(accepts));
-                let r = NetworkReader::new(&participant, topic, &M::dds_type_name(), &qos, &tag, wake);
+                let r = NetworkReader::new(&participant, node, topic, &M::dds_type_name(), &qos, &tag, wake);
                 Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
             }
             None => None,
