@@ -13,7 +13,8 @@ use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::{Image, PointCloud2};
 use freight::msgs::std_msgs::{Header, UInt64MultiArray, UInt8MultiArray};
 use freight::msgs::tensor_msgs::Tensor;
-use freight::{Context, Message, Node, QoS, TakeError, Transport};
+use freight::{Context, Message, MessageInfo, Node, QoS, TakeError, Transport};
+use freight_msg::yaml::{self, YamlOptions};
 use freight_msg::RawBuffer;
 
 /// `freight topic ...`
@@ -38,7 +39,9 @@ pub enum TopicCommand {
         #[command(flatten)]
         domain: DomainArg,
     },
-    /// Print the messages of a topic; large fields are summarized.
+    /// Print the messages of a topic as YAML, as `ros2 topic echo` does; long
+    /// arrays are truncated.
+    #[command(long_about = ECHO_ABOUT)]
     Echo {
         /// The topic.
         topic: String,
@@ -48,6 +51,20 @@ pub enum TopicCommand {
         /// Print this many messages and exit.
         #[arg(long, value_name = "N")]
         count: Option<u64>,
+        /// Print every element of arrays and every character of strings
+        /// longer than --truncate-length.
+        #[arg(short, long)]
+        full_length: bool,
+        /// The length arrays and strings are truncated to.
+        #[arg(short = 'l', long, value_name = "N", default_value_t = yaml::DEFAULT_TRUNCATE_LENGTH)]
+        truncate_length: usize,
+        /// Print a summary of each array field instead of its elements
+        /// (`'<sequence type: uint8, length: 12288>'`).
+        #[arg(long)]
+        no_arr: bool,
+        /// Print a summary of each string instead of its text (`'<string length: <5>>'`).
+        #[arg(long)]
+        no_str: bool,
         #[command(flatten)]
         common: ReceiveArgs,
     },
@@ -70,6 +87,23 @@ pub enum TopicCommand {
     #[command(long_about = PUB_ABOUT)]
     Pub(publish::PubArgs),
 }
+
+const ECHO_ABOUT: &str = "\
+Print the messages of a topic as `ros2 topic echo` does: each one as YAML, field names from
+its definition, followed by a line `---`.
+
+Arrays and strings longer than --truncate-length (128) keep their first elements and end with
+'...', as in ROS 2. A truncated buffer field (the large data: pixels, points) also says its
+length, element type and memory in a comment on its line:
+`data:  # 33177600 elements (uint8) in shm`. --full-length prints everything; --no-arr and
+--no-str print summaries instead.
+
+Before each message, a comment line says where it came from and how its buffers arrived:
+`# from publisher <id>, sequence <n>, via <path>, buffers in <backend>` (`no buffers` for a
+message without buffer fields). Path (intra, shm, network) and backend are those `freight topic
+info -v` shows for the pair. The output stays valid YAML: a stream of documents.
+
+It subscribes with sensor-data QoS (best effort, which matches reliable publishers too).";
 
 const PUB_ABOUT: &str = "\
 Publish generated messages (a UInt8MultiArray or an Image of any size), written straight
@@ -130,12 +164,16 @@ pub fn run(cmd: TopicCommand) -> Result<(), String> {
             print_info(&graph, verbose);
             Ok(())
         }
-        TopicCommand::Echo { topic, once, count, common } => {
+        TopicCommand::Echo { topic, once, count, full_length, truncate_length, no_arr, no_str, common } => {
             let limit = if once { Some(1) } else { count };
-            receive(&topic, &common, Mode::Echo { limit })
+            let mut format = YamlOptions::default();
+            format.truncate_length = (!full_length).then_some(truncate_length);
+            format.no_arr = no_arr;
+            format.no_str = no_str;
+            receive(&topic, &common, &Mode::Echo { limit, format })
         }
-        TopicCommand::Hz { topic, common } => receive(&topic, &common, Mode::Hz),
-        TopicCommand::Bw { topic, common } => receive(&topic, &common, Mode::Bw),
+        TopicCommand::Hz { topic, common } => receive(&topic, &common, &Mode::Hz),
+        TopicCommand::Bw { topic, common } => receive(&topic, &common, &Mode::Bw),
         TopicCommand::Pub(args) => publish::run(&args).map_err(|e| e.to_string()),
     }
 }
@@ -183,12 +221,33 @@ fn print_info(g: &TopicGraph, verbose: bool) {
 
 /// `[0] -> [2]: shm, cuda (zero-copy, GPU-3f2a0102…)`.
 fn pairing_line(p: &Pairing) -> String {
-    let path = match p.transport {
+    format!("[{}] -> [{}]: {}, {} ({})", p.publisher, p.subscription, path(p.transport), p.backend, p.explain())
+}
+
+/// The word for a path, in `topic info -v` and `topic echo` alike.
+fn path(t: Transport) -> &'static str {
+    match t {
         Transport::Intra => "intra",
         Transport::Shm => "shm",
         Transport::Network => "network",
-    };
-    format!("[{}] -> [{}]: {path}, {} ({})", p.publisher, p.subscription, p.backend, p.explain())
+    }
+}
+
+/// The comment `topic echo` prints before a message: where it came from, by
+/// which path, and the memory its buffers arrived in.
+fn echo_header(info: &MessageInfo, buffers: usize) -> String {
+    let mut line = format!(
+        "# from publisher {:016x}, sequence {}, via {}",
+        info.publisher_id,
+        info.sequence,
+        path(info.transport)
+    );
+    if buffers == 0 {
+        line.push_str(", no buffers");
+    } else {
+        line.push_str(&format!(", buffers in {}", info.backend));
+    }
+    line
 }
 
 fn print_endpoint(i: usize, e: &Endpoint) {
@@ -216,15 +275,15 @@ fn print_endpoint(i: usize, e: &Endpoint) {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Mode {
-    Echo { limit: Option<u64> },
+    Echo { limit: Option<u64>, format: YamlOptions },
     Hz,
     Bw,
 }
 
 /// Subscribes with the topic's type (one of the built-in types) and runs `mode`.
-fn receive(topic: &str, args: &ReceiveArgs, mode: Mode) -> Result<(), String> {
+fn receive(topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
     let node = inspector(&args.domain)?;
     let graph = graph_of(&node, topic)?;
     let topic = graph.topic.name.as_str();
@@ -243,7 +302,7 @@ fn receive(topic: &str, args: &ReceiveArgs, mode: Mode) -> Result<(), String> {
     dispatch!(Image, PointCloud2, UInt8MultiArray, UInt64MultiArray, Tensor, Header, Time)
 }
 
-fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: Mode) -> Result<(), String> {
+fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
     // Sensor-data QoS: never slows a publisher down, matches reliable ones too.
     let sub = node.create_subscription::<M>(topic, QoS::sensor_data()).map_err(|e| e.to_string())?;
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
@@ -267,15 +326,9 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: Mo
         };
         if let Some(s) = sample {
             match mode {
-                Mode::Echo { limit } => {
-                    println!(
-                        "# from publisher {:016x}, sequence {}, via {:?}, buffers in {}",
-                        s.info().publisher_id,
-                        s.info().sequence,
-                        s.info().transport,
-                        s.backend()
-                    );
-                    println!("{:#?}\n---", *s);
+                Mode::Echo { limit, format } => {
+                    println!("{}", echo_header(s.info(), s.buffer_count()));
+                    println!("{}---", s.to_yaml(format));
                     printed += 1;
                     if limit.is_some_and(|l| printed >= l) {
                         return Ok(());
@@ -290,7 +343,7 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: Mo
         }
     }
     match mode {
-        Mode::Echo { limit: Some(l) } if printed < l => {
+        Mode::Echo { limit: Some(l), .. } if printed < *l => {
             Err(format!("received {printed} of {l} messages before the time ran out; is anyone publishing on {topic}?"))
         }
         Mode::Hz | Mode::Bw => {
@@ -347,7 +400,7 @@ impl Window {
     }
 }
 
-fn report(w: &Window, mode: Mode) {
+fn report(w: &Window, mode: &Mode) {
     let gaps = w.gaps();
     if gaps.is_empty() {
         println!("no new messages");
@@ -452,6 +505,28 @@ mod tests {
         for (p, line) in cases {
             assert_eq!(pairing_line(&p), line);
         }
+    }
+
+    #[test]
+    fn echo_header_names_path_and_backend_in_the_words_of_topic_info() {
+        use freight::BackendKind;
+        let info = |transport, backend| MessageInfo {
+            publisher_id: 0x2a,
+            sequence: 7,
+            publish_time_ns: 0,
+            transport,
+            backend,
+        };
+        let shm = info(Transport::Shm, BackendKind::Shm);
+        assert_eq!(echo_header(&shm, 1), "# from publisher 000000000000002a, sequence 7, via shm, buffers in shm");
+        let cuda = info(Transport::Intra, BackendKind::CudaHost);
+        assert_eq!(
+            echo_header(&cuda, 2),
+            "# from publisher 000000000000002a, sequence 7, via intra, buffers in cuda-host"
+        );
+        // A message without buffer fields has no backend to name.
+        let net = info(Transport::Network, BackendKind::Cpu);
+        assert_eq!(echo_header(&net, 0), "# from publisher 000000000000002a, sequence 7, via network, no buffers");
     }
 
     #[test]

@@ -470,6 +470,14 @@ pub mod __freight_msg_gen {
             ::freight_msg::CdrField::visit_buffers_mut(&mut self.0, f)
         }
     }
+
+    impl<T: ::freight_msg::YamlField, const N: usize> ::freight_msg::YamlField for FixedArray<T, N> {
+        const IDL_NAME: &'static str = <[T; N] as ::freight_msg::YamlField>::IDL_NAME;
+
+        fn write_yaml(&self, w: &mut ::freight_msg::YamlWriter<'_>) {
+            ::freight_msg::YamlField::write_yaml(&self.0, w)
+        }
+    }
 }
 "#;
 

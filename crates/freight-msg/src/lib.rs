@@ -44,7 +44,9 @@ pub mod cdr;
 mod macros;
 pub mod message;
 pub mod msgs;
+pub mod yaml;
 
 pub use buffer::{BackendKind, BackendSet, Buffer, BufferError, BufferStorage, DeviceView, Element, RawBuffer};
 pub use cdr::{CdrReader, CdrWriter, DecodeError, EncodeError};
 pub use message::{BufferDecoder, BufferEncoder, CdrField, ElementInfo, Message};
+pub use yaml::{MessageWriter, YamlField, YamlOptions, YamlWriter};

@@ -1,7 +1,8 @@
 //! The [`message!`](crate::message!) macro that declares message types.
 
 /// Declares a ROS 2 message type: a struct with `Clone`, `Debug`, `Default`,
-/// `PartialEq`, its CDR encoding and [`Message`](crate::Message).
+/// `PartialEq`, its CDR encoding, its YAML form ([`YamlField`](crate::YamlField),
+/// field names as declared) and [`Message`](crate::Message).
 ///
 /// Fields are encoded in declaration order, as ROS 2 does. A field may be a
 /// number, `bool`, `String`, `Vec<_>`, `[_; N]`, another message, or a
@@ -52,6 +53,14 @@ macro_rules! message {
             }
         }
 
+        impl $crate::YamlField for $name {
+            const IDL_NAME: &'static str = $ros;
+
+            fn write_yaml(&self, w: &mut $crate::YamlWriter<'_>) {
+                w.message().finish();
+            }
+        }
+
         impl $crate::Message for $name {
             const TYPE_NAME: &'static str = $ros;
             const DEFINITION: &'static str = concat!($ros, "{structure_needs_at_least_one_member:u8;}");
@@ -98,6 +107,16 @@ macro_rules! message {
             fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&mut $crate::RawBuffer)) {
                 $( $crate::CdrField::visit_buffers_mut(&mut self.$field, f); )*
                 let _ = f;
+            }
+        }
+
+        impl $crate::YamlField for $name {
+            const IDL_NAME: &'static str = $ros;
+
+            fn write_yaml(&self, w: &mut $crate::YamlWriter<'_>) {
+                w.message()
+                    $( .field(stringify!($field), &self.$field) )*
+                    .finish();
             }
         }
 

@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::buffer::{Buffer, Element, RawBuffer};
 use crate::cdr::{CdrReader, CdrWriter, DecodeError, DecodeErrorKind, EncodeError};
+use crate::yaml::{self, YamlField, YamlOptions};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("freight's CDR bulk copies assume a little-endian host");
@@ -240,7 +241,7 @@ impl<T: Element> CdrField for Buffer<T> {
 }
 
 /// A ROS 2 message type. Declare one with [`crate::message!`].
-pub trait Message: CdrField + Clone + Default + fmt::Debug + PartialEq + Send + Sync + 'static {
+pub trait Message: CdrField + YamlField + Clone + Default + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// The ROS 2 type name, `package/msg/Name`.
     const TYPE_NAME: &'static str;
     /// The declared fields, used to tell two layouts with one name apart.
@@ -267,6 +268,14 @@ pub trait Message: CdrField + Clone + Default + fmt::Debug + PartialEq + Send + 
         let mut w = CdrWriter::new();
         self.write(&mut w, &mut InlineBuffers)?;
         Ok(w.finish())
+    }
+
+    /// The message as `ros2 topic echo` prints it (YAML, without the `---`
+    /// line that follows each message); see [`crate::yaml`].
+    fn to_yaml(&self, options: &YamlOptions) -> String {
+        let mut out = String::new();
+        yaml::write_document(self, options, &mut out);
+        out
     }
 
     /// Parses plain CDR with buffers inline; buffers land in `cpu` memory.
