@@ -3,10 +3,12 @@
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
 //! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
 //! `topic` (inspection and a test publisher, as `ros2 topic`) and the hidden `bench peer` (the
-//! subscriber process the benchmark starts), `tune` (DDS profiles for large data over a lossy
-//! link), `lab` (network experiments in namespaces).
+//! subscriber process the benchmark starts), `dds config` (the network plane's configuration),
+//! `tune` (DDS profiles for large data over a lossy link), `lab` (network experiments in
+//! namespaces).
 
 mod bench;
+mod dds;
 mod demo;
 mod lab;
 mod stop;
@@ -58,12 +60,13 @@ COMMANDS IN DETAIL
       vs `cpu` without one). Runs `PATH -m freight.demos.robot_arm ARGS` (PATH as for
       `bench latency --lang python`).
 
-  freight topic list [-t] | info TOPIC [-v] | echo TOPIC [--once|--count N] | hz TOPIC | bw TOPIC
+  freight topic list [-t] | info TOPIC [-v] | echo TOPIC [--once|--count N] [-f] | hz TOPIC | bw TOPIC
       As `ros2 topic`, for the topics of this host. `info -v` shows each endpoint's node,
       host, process id, QoS, the backends a subscription accepts, the memory a publisher's
       buffers live in, and for each publisher/subscription pair the transport and the memory
       the subscription receives buffers in. echo, hz and bw decode the built-in message
-      types; large fields are summarized, never printed. --duration SECS bounds hz and bw.
+      types; echo prints YAML as `ros2 topic echo` does, arrays cut at 128 elements (-f:
+      all of them, --no-arr: none). --duration SECS bounds hz and bw.
 
   freight topic pub TOPIC TYPE [--size BYTES | --width W --height H] [--rate HZ] [--count N]
       Publishes generated std_msgs/msg/UInt8MultiArray or sensor_msgs/msg/Image messages,
@@ -71,6 +74,12 @@ COMMANDS IN DETAIL
       receivers can check them. stdout: `published <k> <bytes> bytes` per message (above
       10 Hz once a second, with the rate). --wait-for-subscribers N holds the first message
       back; --qos sensor publishes best effort. It runs until --count or Ctrl-C.
+
+  freight dds config [--xml]
+      The Cyclone DDS configuration the network plane joins a domain with here: ROS 2's
+      discovery variables as rcl reads them, the interface datagrams are sized for, each
+      setting freight chooses for large samples with its reason, and CYCLONEDDS_URI, which
+      overrides them. --xml prints what Cyclone gets. See docs/network.md.
 
   freight tune --rate HZ --payload SIZE --link RATE [--loss P] [--outage T] [--latency-budget T] [--out DIR]
       Cyclone DDS and Fast DDS settings and ROS 2 QoS for large samples over a lossy link:
@@ -118,6 +127,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
+    /// The DDS configuration freight's network plane uses here, each setting with its reason.
+    #[command(subcommand)]
+    Dds(dds::DdsCommand),
     /// DDS profiles (Cyclone, Fast DDS, ROS 2 QoS) for large data over a lossy link.
     #[command(long_about = tune::LONG_ABOUT)]
     Tune(tune::TuneArgs),
@@ -173,6 +185,7 @@ fn main() -> ExitCode {
         }
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),
     };
