@@ -423,7 +423,7 @@ impl<M: Message> Publisher<M> {
         let (device_readers, host_readers) =
             if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (Vec::new(), 0) };
         // Network readers take host bytes too.
-        let needs_host_copy = host_readers > 0 || inner.network_readers() > 0;
+        let needs_host_copy = host_readers > 0 || inner.to_network();
         let in_frame: Vec<usize> =
             lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
         let lay = layout(inner.options.meta_reserve, &in_frame);
@@ -480,7 +480,7 @@ impl<M: Message> Publisher<M> {
         let host = inner.host_backend(route);
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them.
-        let to_network = inner.network_readers() > 0;
+        let to_network = inner.to_network();
         let views: Vec<Option<(*const u8, usize)>> =
             if to_network { buffers.iter().map(|b| b.host_view).collect() } else { Vec::new() };
         let mut entries = Vec::with_capacity(buffers.len());
@@ -579,7 +579,7 @@ impl<M: Message> Publisher<M> {
             Ok(())
         })?;
         let delivered = inner.deliver(frame, &[]);
-        if inner.network_readers() > 0 {
+        if inner.to_network() {
             inner.send_network(serialize(|w| msg.write(w, &mut InlineBuffers))?)?;
         }
         delivered
@@ -655,6 +655,13 @@ fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize)
 impl PublisherInner {
     fn network_readers(&self) -> usize {
         self.network.as_ref().map_or(0, NetworkWriter::remote_readers)
+    }
+
+    /// Whether a message goes to the DDS writer: when a network reader is matched,
+    /// and always on a transient-local topic, whose DDS history serves readers that
+    /// join later (a stock node started after the latched message was published).
+    fn to_network(&self) -> bool {
+        self.network.is_some() && (self.qos.durability == Durability::TransientLocal || self.network_readers() > 0)
     }
 
     /// Writes a serialized message to the DDS writer and keeps the vector's
