@@ -19,8 +19,9 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
+
+from pattern import PERIOD, fill_pattern, first_mismatch  # noqa: F401 (the tests import them from here)
 
 # The peers import this module too, without pytest: conftest is not imported.
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -32,8 +33,6 @@ LOOPBACK_DDS = f"file://{REPO / 'crates' / 'freight-dds' / 'loopback.xml'}"
 #: How long any single expected event may take: generous, to stay clear of
 #: slow or loaded machines; nothing here measures speed.
 TIMEOUT = 10.0
-#: The pattern's period: a prime, so that no power-of-two offset bug aligns with it.
-PERIOD = 251
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -55,10 +54,15 @@ class Child:
     """A child process spoken to in lines. Use as a context manager: leaving it
     closes stdin, waits a moment, then kills."""
 
-    def __init__(self, argv, *, env=None, sigint_default=False, name=None):
+    def __init__(self, argv, *, env=None, sigint_default=False, name=None, clean_env=False):
         self.name = name or pathlib.Path(argv[0]).name
-        full_env = dict(os.environ)
-        full_env.setdefault("CYCLONEDDS_URI", LOOPBACK_DDS)
+        if clean_env:
+            # What a user's shell gives a node and nothing else: no DDS or ROS
+            # configuration of the test run's own reaches the child.
+            full_env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+        else:
+            full_env = dict(os.environ)
+            full_env.setdefault("CYCLONEDDS_URI", LOOPBACK_DDS)
         full_env["PYTHONUNBUFFERED"] = "1"
         full_env.update(env or {})
         self.proc = subprocess.Popen(
@@ -175,32 +179,6 @@ def shm_location(address, pid="self"):
 def array_address(array):
     """Address of an array's first byte."""
     return array.__array_interface__["data"][0]
-
-
-def _period(k):
-    return ((k + np.arange(PERIOD)) % PERIOD).astype(np.uint8)
-
-
-def fill_pattern(array, k):
-    """Writes message ``k``'s pattern in place: byte i is (k + i) % 251."""
-    flat = array.reshape(-1).view(np.uint8)
-    whole = flat.size - flat.size % PERIOD
-    if whole:
-        flat[:whole].reshape(-1, PERIOD)[:] = _period(k)
-    flat[whole:] = _period(k)[: flat.size - whole]
-
-
-def first_mismatch(array, k):
-    """Index of the first byte that breaks message ``k``'s pattern, or None."""
-    flat = np.asarray(array).reshape(-1).view(np.uint8)
-    whole = flat.size - flat.size % PERIOD
-    if whole:
-        bad = np.nonzero((flat[:whole].reshape(-1, PERIOD) != _period(k)).any(axis=1))[0]
-        if bad.size:
-            row = flat[bad[0] * PERIOD : (bad[0] + 1) * PERIOD]
-            return int(bad[0] * PERIOD + np.nonzero(row != _period(k))[0][0])
-    tail = np.nonzero(flat[whole:] != _period(k)[: flat.size - whole])[0]
-    return int(whole + tail[0]) if tail.size else None
 
 
 #: Seconds an in-process test waits for a message: only "it arrived at all".

@@ -1,0 +1,356 @@
+"""freight against stock ROS 2 nodes as users run them.
+
+The peers are real rclpy nodes on rmw_fastrtps_cpp — ROS 2 Jazzy (Fast DDS 2.14)
+and Kilted (Fast DDS 3.2) from PyPI, installed by scripts/install-deps.sh into
+``.venv-ros-jazzy`` / ``.venv-ros-kilted`` — and freight's Python API, both
+running ``peers/ros2_peer.py``. **Nothing is configured on either side**: the
+processes get no CYCLONEDDS_URI, no Fast DDS XML and no ROS_* variable, only
+PATH and HOME, exactly as a default install runs.
+
+Every test runs in network namespaces it creates (``netns.py``): one "host" with
+a multicast-capable loopback, or two joined by a shaped, lossy veth pair. No
+traffic reaches this machine's interfaces. Without root the tests skip, saying
+so; without the stock wheels they fail (``make test`` installs them).
+"""
+
+import json
+import os
+import pathlib
+import signal
+import sys
+import time
+
+import pytest
+
+import netns
+from support import Child
+
+TESTS = pathlib.Path(__file__).resolve().parent
+REPO = TESTS.parents[1]
+PEER = TESTS / "peers" / "ros2_peer.py"
+DISTROS = ["jazzy", "kilted"]
+
+#: Seconds a peer may take to start (rclpy's import and init are slow).
+START = 30.0
+#: Seconds one expected message may take, repairs included: generous, nothing
+#: here measures speed (`freight bench ros2` does).
+ARRIVE = 30.0
+#: 3,686,400 points of x, y, z, rgb (16 B): four 1280x720 RGB-D cameras merged,
+#: the Qiita seed's 55 MB cloud (59 MB, 56 MiB).
+CLOUD_POINTS = 4 * 1280 * 720
+SIZES = [(64, 48), (640, 480), (1920, 1080), (3840, 2160)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _namespaces_possible():
+    why = netns.unavailable()
+    if why:
+        pytest.skip(f"stock ROS 2 interop runs in private network namespaces: {why}")
+
+
+@pytest.fixture(params=DISTROS)
+def distro(request):
+    """The stock interpreter of one distribution; a missing one fails the test."""
+    python = REPO / f".venv-ros-{request.param}" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(
+            f"stock ROS 2 {request.param} is not installed ({python} is missing): "
+            "run scripts/install-deps.sh (make test does)"
+        )
+    return python
+
+
+@pytest.fixture
+def host():
+    with netns.host() as name:
+        yield name
+
+
+@pytest.fixture
+def topic():
+    return f"/stock_interop_{os.getpid()}_{time.monotonic_ns() % 1_000_000}"
+
+
+class Peers:
+    """Starts peers in namespaces and closes them all at the end of a test."""
+
+    def __init__(self, stock_python):
+        self.stock_python = stock_python
+        self.children = []
+
+    def start(self, namespace, stack, role, kind, topic, *options, node=None):
+        python = self.stock_python if stack == "stock" else sys.executable
+        argv = [python, PEER, stack, role, kind, topic, *options]
+        if node:
+            argv += ["--node", node]
+        child = Child(netns.argv(namespace, argv), clean_env=True, name=f"{stack}-{role}")
+        self.children.append(child)
+        child.expect("READY", timeout=START)
+        return child
+
+    def close(self):
+        for child in self.children:
+            child.close()
+
+
+@pytest.fixture
+def peers(distro):
+    p = Peers(distro)
+    yield p
+    p.close()
+
+
+def matched(child, count):
+    child.send(f"WAIT {count}")
+    return int(child.expect("MATCHED", timeout=START)[1])
+
+
+#: Frames numbered from here on are warm-up frames, which :func:`received` skips.
+WARM_UP = 10_000
+
+
+def both_matched(pub, sub, pub_stack="freight"):
+    """Waits until each side sees the other. A stock publisher then sends one
+    warm-up message of about a megabyte, which a freight subscription may not get: Cyclone DDS
+    drops the first sample larger than a datagram from a new Fast DDS writer
+    (test_the_first_large_frame_of_a_new_stock_publisher_arrives says why)."""
+    # At least one: a killed peer stays matched until its lease runs out.
+    assert matched(pub, 1) >= 1, "the publisher never saw the subscription"
+    assert matched(sub, 1) >= 1, "the subscription never saw the publisher"
+    if pub_stack == "stock":
+        pub.send(f"WARMUP {WARM_UP}")
+        pub.expect("SENT")
+        time.sleep(0.5)
+
+
+def received(sub, count, timeout=ARRIVE):
+    """The next ``count`` messages: ``{k: (width, height, nbytes)}``; fails on a
+    wrong byte, a message received twice, or one that does not come."""
+    got = {}
+    while len(got) < count:
+        words = sub.expect("GOT", timeout=timeout)
+        k, width, height, nbytes, verdict = int(words[1]), int(words[2]), int(words[3]), int(words[4]), words[5]
+        assert verdict == "OK", f"message {k} has a wrong byte at {words[6:]}{sub.transcript()}"
+        if k >= WARM_UP:
+            continue
+        assert k not in got, f"message {k} arrived twice{sub.transcript()}"
+        got[k] = (width, height, nbytes)
+    return got
+
+
+def nothing_more(sub, seconds):
+    with pytest.raises(AssertionError, match="no 'GOT' line"):
+        sub.expect("GOT", timeout=seconds)
+
+
+def send_images(pub, frames, rate=5.0):
+    """Publishes ``(k, width, height)`` frames at ``rate`` Hz, as a camera would."""
+    for k, width, height in frames:
+        t0 = time.monotonic()
+        pub.send(f"IMAGE {k} {width} {height}")
+        pub.expect("SENT", timeout=ARRIVE)
+        time.sleep(max(0.0, 1 / rate - (time.monotonic() - t0)))
+
+
+STACKS = {"freight_to_stock": ("freight", "stock"), "stock_to_freight": ("stock", "freight")}
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_images_from_64x48_to_4k_arrive_byte_exact_every_one(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    sub = peers.start(host, sub_stack, "sub", "image", topic)
+    pub = peers.start(host, pub_stack, "pub", "image", topic)
+    both_matched(pub, sub, pub_stack)
+    frames = [(3 * i + j, w, h) for i, (w, h) in enumerate(SIZES) for j in range(3)]
+    send_images(pub, frames)
+    got = received(sub, len(frames))
+    assert got == {k: (w, h, w * h * 4) for k, w, h in frames}
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_a_55mb_point_cloud_arrives_byte_exact(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    sub = peers.start(host, sub_stack, "sub", "cloud", topic)
+    pub = peers.start(host, pub_stack, "pub", "cloud", topic)
+    both_matched(pub, sub, pub_stack)
+    for k in range(3):
+        pub.send(f"CLOUD {k} {CLOUD_POINTS}")
+        pub.expect("SENT", timeout=ARRIVE)
+        time.sleep(1.0)
+    got = received(sub, 3, timeout=60.0)
+    assert got == {k: (CLOUD_POINTS, 1, 16 * CLOUD_POINTS) for k in range(3)}
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_a_subscription_that_joins_after_the_publisher_gets_what_follows(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    pub = peers.start(host, pub_stack, "pub", "image", topic)
+    sub = peers.start(host, sub_stack, "sub", "image", topic)
+    both_matched(pub, sub, pub_stack)
+    frames = [(k, 1920, 1080) for k in range(5)]
+    send_images(pub, frames)
+    assert sorted(received(sub, len(frames))) == list(range(5))
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_best_effort_frames_arrive_intact(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    sub = peers.start(host, sub_stack, "sub", "image", topic, "--reliability", "best_effort")
+    pub = peers.start(host, pub_stack, "pub", "image", topic, "--reliability", "best_effort")
+    both_matched(pub, sub)
+    send_images(pub, [(k, 640, 480) for k in range(10)], rate=10.0)
+    # Best effort may lose frames; whatever arrives is whole and right.
+    got = received(sub, 1)
+    assert all(v == (640, 480, 640 * 480 * 4) for v in got.values())
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_a_reliable_subscription_does_not_match_a_best_effort_publisher(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    sub = peers.start(host, sub_stack, "sub", "image", topic)
+    pub = peers.start(host, pub_stack, "pub", "image", topic, "--reliability", "best_effort")
+    # DDS's request-offer rule, which both sides must apply the same way.
+    assert matched(pub, 1) == 0
+    pub.send("IMAGE 0 64 48")
+    pub.expect("SENT")
+    nothing_more(sub, 3.0)
+
+
+@pytest.mark.parametrize("direction", list(STACKS))
+def test_a_late_transient_local_subscription_gets_the_latched_messages(peers, host, topic, direction):
+    pub_stack, sub_stack = STACKS[direction]
+    # Depth 1, as latched ROS topics use (and freight's default Limits::max_history).
+    latched = ["--durability", "transient_local", "--depth", "1"]
+    pub = peers.start(host, pub_stack, "pub", "image", topic, *latched)
+    for k in range(3):
+        pub.send(f"IMAGE {k} 1920 1080")
+        pub.expect("SENT")
+    # Started after the last publish: it gets the publisher's history, the last message.
+    sub = peers.start(host, sub_stack, "sub", "image", topic, *latched)
+    assert sorted(received(sub, 1)) == [2]
+    nothing_more(sub, 2.0)
+
+
+def test_a_stock_subscriber_killed_and_restarted_mid_stream_gets_the_rest(peers, host, topic):
+    pub = peers.start(host, "freight", "pub", "image", topic)
+    first = peers.start(host, "stock", "sub", "image", topic)
+    both_matched(pub, first)
+    pub.send("STREAM 0 80 10 640 480")
+    received(first, 10)
+    first.proc.send_signal(signal.SIGKILL)
+    first.wait()
+    second = peers.start(host, "stock", "sub", "image", topic)
+    got = sorted(received(second, 10))
+    # From the frame it joined at, every frame, in order, to the end of the stream.
+    got += sorted(received(second, 80 - got[-1] - 1))
+    assert got == list(range(got[0], 80)), got
+
+
+def test_a_stock_publisher_killed_and_restarted_mid_stream_is_heard_again(peers, host, topic):
+    sub = peers.start(host, "freight", "sub", "image", topic)
+    first = peers.start(host, "stock", "pub", "image", topic)
+    both_matched(first, sub, "stock")
+    first.send("STREAM 0 50 10 640 480")
+    received(sub, 10)
+    first.proc.send_signal(signal.SIGKILL)
+    first.wait()
+    second = peers.start(host, "stock", "pub", "image", topic)
+    both_matched(second, sub, "stock")
+    second.send("STREAM 1000 20 10 640 480")
+    # Frames of the dead publisher may still be in flight: skip them.
+    got = set()
+    while len(got) < 20:
+        words = sub.expect("GOT", timeout=ARRIVE)
+        assert words[5] == "OK", sub.transcript()
+        if 1000 <= int(words[1]) < WARM_UP:
+            got.add(int(words[1]))
+    assert got == set(range(1000, 1020))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Cyclone DDS (freight's network plane, and rmw_cyclonedds alike) drops the first sample larger "
+    "than a datagram from a new Fast DDS writer: Fast DDS sends its first heartbeat before Cyclone has "
+    "processed the writer's discovery data, so Cyclone ignores it, and the next one, piggybacked on the "
+    "sample's second fragment, starts Cyclone's volatile reader after that sample (ddsi_receive.c, "
+    "handle_Heartbeat). See docs/network.md.",
+)
+def test_the_first_large_frame_of_a_new_stock_publisher_arrives(peers, host, topic):
+    sub = peers.start(host, "freight", "sub", "image", topic)
+    pub = peers.start(host, "stock", "pub", "image", topic)
+    both_matched(pub, sub)  # no warm-up frame
+    send_images(pub, [(0, 640, 480), (1, 640, 480)])
+    assert sorted(received(sub, 2, timeout=10.0)) == [0, 1]
+
+
+def settled_graph(child, topic, wanted):
+    """The graph ``child`` reports for ``topic`` once ``wanted(graph)`` holds, or
+    after ARRIVE seconds: node announcements travel apart from endpoint
+    discovery, so a graph settles over a moment, as `ros2` waits its --spin-time."""
+    deadline = time.monotonic() + ARRIVE
+    while True:
+        child.send(f"GRAPH {topic}")
+        # The JSON has no whitespace inside its strings, so the words join back.
+        g = json.loads(" ".join(child.expect("GRAPH", timeout=START)[1:]))
+        if wanted(g) or time.monotonic() > deadline:
+            return g
+
+
+def graph_pair(peers, host, topic):
+    pub = peers.start(host, "freight", "pub", "image", topic, node="freight_camera")
+    sub = peers.start(host, "stock", "sub", "image", topic, node="stock_viewer")
+    both_matched(pub, sub)
+    return pub, sub
+
+
+NAMED = {
+    "publishers": [["/", "freight_camera", "sensor_msgs/msg/Image"]],
+    "subscriptions": [["/", "stock_viewer", "sensor_msgs/msg/Image"]],
+}
+
+
+def test_each_side_lists_the_others_nodes_topics_and_types(peers, host, topic):
+    pub, sub = graph_pair(peers, host, topic)
+
+    def complete(g):
+        nodes = ["freight_camera", "/"] in g["nodes"] and ["stock_viewer", "/"] in g["nodes"]
+        endpoints = len(g["publishers"]) == 1 and len(g["subscriptions"]) == 1
+        return nodes and endpoints and g["topics"].get(topic) == ["sensor_msgs/msg/Image"]
+
+    for side, child in (("freight", pub), ("stock", sub)):
+        g = settled_graph(child, topic, complete)
+        assert complete(g), (side, g)
+    # freight names the stock node's endpoints whatever the distribution.
+    g = settled_graph(pub, topic, lambda g: {k: g[k] for k in NAMED} == NAMED)
+    assert {k: g[k] for k in NAMED} == NAMED, g
+
+
+def test_stock_rclpy_names_the_node_of_each_freight_endpoint(peers, host, topic, request):
+    if "kilted" in request.node.callspec.id:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="Fast DDS 3 (Kilted) gives an endpoint whose discovery data carries no participant "
+                "GUID — Cyclone DDS's never do, rmw_cyclonedds's included — the all-zero participant, so "
+                "rclpy names it _CREATED_BY_BARE_DDS_APP_; freight announces its nodes under its real "
+                "participant GUID, which Jazzy uses and the RTPS specification defines. Node names are "
+                "listed either way. See docs/network.md.",
+            )
+        )
+    pub, sub = graph_pair(peers, host, topic)
+    g = settled_graph(sub, topic, lambda g: {k: g[k] for k in NAMED} == NAMED)
+    assert {k: g[k] for k in NAMED} == NAMED, g
+
+
+def test_1080p_at_30hz_reaches_a_stock_node_on_another_host_over_a_lossy_gigabit_link(peers, topic):
+    """Two hosts joined by a 1 Gbit/s link that drops 1 % of the packets each way.
+    1080p bgra8 at 30 Hz would be 2 Gbit/s, twice the link: the stream is 1080p
+    mono8 (0.5 Gbit/s), a monochrome or IR camera. Every frame arrives."""
+    with netns.two_hosts(rate="1gbit", loss=0.01) as (a, b):
+        sub = peers.start(b, "stock", "sub", "image", topic)
+        pub = peers.start(a, "freight", "pub", "image", topic)
+        both_matched(pub, sub)
+        pub.send("STREAM 0 90 30 1920 1080 mono8")
+        got = received(sub, 90, timeout=ARRIVE)
+        assert sorted(got) == list(range(90))
+        assert set(got.values()) == {(1920, 1080, 1920 * 1080)}
