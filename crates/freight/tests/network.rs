@@ -9,7 +9,7 @@
 //!   Python `cyclonedds` package (skipped with `FREIGHT_SKIP_PYTHON_INTEROP=1`)
 //!   and `tests/fastdds_interop/peer.cpp` on Fast DDS 2.9, ROS 2's default DDS
 //!   (built here with g++; skipped with `FREIGHT_SKIP_FASTDDS_INTEROP=1`).
-//! * hostile CDR from a raw DDS writer.
+//! * hostile CDR from a raw DDS writer, and hostile `ros_discovery_info` announcements.
 //!
 //! Children are this test binary re-run on the test's own name with
 //! `FREIGHT_NET_ROLE=<role>`; they report on stdout in lines marked `#net# `.
@@ -256,6 +256,48 @@ fn run_raw(topic: &str) {
     std::thread::sleep(Duration::from_secs(1));
 }
 
+/// One `ros_discovery_info` announcement (16-byte GIDs): a participant GID and
+/// one node with `writers` writer GIDs.
+fn announcement(namespace: &str, name: &str, writers: usize) -> Vec<u8> {
+    let mut w = freight_msg::CdrWriter::new();
+    w.write_raw(&[3; 16]);
+    w.write_len(1).expect("len");
+    w.write_string(namespace).expect("namespace");
+    w.write_string(name).expect("name");
+    w.write_len(0).expect("readers");
+    w.write_len(writers).expect("writers");
+    for i in 0..writers {
+        let mut gid = [4u8; 16];
+        gid[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        w.write_raw(&gid);
+    }
+    w.finish()
+}
+
+/// Child role `announcer`: two plain DDS writers on `ros_discovery_info`, one
+/// sending hostile announcements (50,000 GIDs, 70,000 GIDs, a 300-byte node name),
+/// the other one well-formed announcement of the node `/hostile/survivor`.
+fn run_announcer() {
+    let p = Arc::new(Participant::new(domain(), &DdsConfig::loopback()).expect("participant"));
+    let qos = EndpointQos { transient_local: true, depth: Some(1), ..EndpointQos::reliable(Duration::from_secs(1)) };
+    let type_name = "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_";
+    let hostile = p.create_writer("ros_discovery_info", type_name, &qos, Box::new(|| {})).expect("writer");
+    let good = p.create_writer("ros_discovery_info", type_name, &qos, Box::new(|| {})).expect("writer");
+    wait_until("a reader matched", || !hostile.matched_readers().expect("matched").is_empty());
+    // Well-formed, but over the 1 MiB an announcement may have.
+    let huge = announcement("/hostile", "huge", 70_000);
+    assert!(huge.len() > 1 << 20);
+    // Within the bounds, if unusual: believed. Then two over them: ignored, the
+    // writer's previous announcement stands.
+    for bad in [announcement("/hostile", "many", 50_000), huge, announcement("/hostile", &"n".repeat(300), 1)] {
+        hostile.write_cdr(&bad).expect("write");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    good.write_cdr(&announcement("/hostile", "survivor", 2)).expect("write");
+    println!("{MARK}SENT");
+    std::thread::sleep(Duration::from_secs(3));
+}
+
 /// Runs the child role if this process is a child; true if it was.
 fn child(topic_suffix: &str) -> bool {
     let Ok(role) = std::env::var(ROLE) else { return false };
@@ -264,6 +306,7 @@ fn child(topic_suffix: &str) -> bool {
         "sub" => run_sub(&topic),
         "pub" => run_pub(&topic),
         "raw" => run_raw(&topic),
+        "announcer" => run_announcer(),
         other => panic!("unknown role {other}"),
     }
     true
@@ -385,6 +428,35 @@ fn hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive() {
     assert_eq!(errors, 3, "each hostile sample is one typed error");
     assert_eq!(*img, image(7, 16, 8));
     raw.finish();
+}
+
+/// Hostile `ros_discovery_info` announcements cost bounded time and are not
+/// believed; a well-formed one from the same participant names its node.
+#[test]
+fn hostile_node_announcements_are_ignored_and_the_graph_answers_promptly() {
+    const NAME: &str = "hostile_node_announcements_are_ignored_and_the_graph_answers_promptly";
+    if child(NAME) {
+        return;
+    }
+    let _serial = serial();
+    let node = node("net_graph");
+    node.wait_for_discovery(Duration::ZERO).expect("joins the domain");
+    let announcer = Peer::freight(NAME, "announcer", false, "", 0);
+    announcer.expect("SENT");
+    let deadline = Instant::now() + T;
+    let nodes = loop {
+        let t0 = Instant::now();
+        let nodes = node.node_names_and_namespaces().expect("graph");
+        assert!(t0.elapsed() < Duration::from_secs(2), "a graph query took {:?}", t0.elapsed());
+        if nodes.contains(&("survivor".to_string(), "/hostile".to_string())) {
+            break nodes;
+        }
+        assert!(Instant::now() < deadline, "the well-formed announcement never named its node: {nodes:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let hostile: Vec<&str> = nodes.iter().filter(|(_, ns)| ns == "/hostile").map(|(n, _)| n.as_str()).collect();
+    assert_eq!(hostile, ["many", "survivor"], "announcements over the bounds were believed");
+    announcer.finish();
 }
 
 /// Compiles `tests/fastdds_interop/peer.cpp` against Debian's Fast DDS 2.9.
