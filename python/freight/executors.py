@@ -3,14 +3,24 @@
 The wait for messages happens in Rust with the GIL released, so other Python
 threads run meanwhile, and an executor can spin in a background thread.
 Ctrl-C raises ``KeyboardInterrupt`` out of ``spin`` within 0.1 s.
+
+A malformed message (bytes from the network that are not the subscription's
+type: a hostile or broken DDS participant) does not stop a spinning executor:
+it is dropped, the :class:`freight.MalformedMessageError` is logged as a warning
+on the ``freight`` logger, and the next message is taken. ``Subscription.take``
+called directly raises it instead.
 """
 
 import concurrent.futures
+import logging
 import threading
 import time
 
 from freight import context as _context
 from freight._native import wait
+from freight.errors import MalformedMessageError
+
+_log = logging.getLogger("freight")
 
 # Longest single wait: how soon an executor notices new entities, a shutdown,
 # or a call to its own shutdown() from another thread.
@@ -117,7 +127,12 @@ class Executor:
             if ready:
                 self._next = (self._next + 1) % len(ready)
                 for i in ready[self._next :] + ready[: self._next]:
-                    msg = subscriptions[i].take(0)
+                    try:
+                        msg = subscriptions[i].take(0)
+                    except MalformedMessageError as e:
+                        # Dropped; the stream goes on (nothing accepted before is lost).
+                        _log.warning("dropped a malformed message on %s: %s", subscriptions[i].topic_name, e)
+                        continue
                     if msg is not None:
                         return subscriptions[i], subscriptions[i].callback, (msg,)
             if any(t.is_ready() for t in timers):

@@ -231,6 +231,25 @@ def test_a_late_transient_local_subscription_gets_the_latched_messages(peers, ho
     nothing_more(sub, 2.0)
 
 
+def test_garbage_from_a_hostile_participant_is_dropped_and_the_stream_goes_on(peers, host, topic):
+    """A DDS writer that is no ROS 2 node sends samples of another layout under
+    the Image type name; the spinning freight subscription logs each as a
+    malformed message and goes on receiving a stock publisher's frames."""
+    sub = peers.start(host, "freight", "sub", "image", topic)
+    pub = peers.start(host, "stock", "pub", "image", topic)
+    both_matched(pub, sub, "stock")
+    hostile = Child(netns.argv(host, [sys.executable, TESTS / "peers" / "hostile_dds.py", topic, 3]), clean_env=True)
+    peers.children.append(hostile)
+    hostile.expect("MATCHED", timeout=START)
+    hostile.expect("SENT", timeout=START)
+    send_images(pub, [(k, 640, 480) for k in range(3)])
+    assert sorted(received(sub, 3)) == [0, 1, 2]
+    deadline = time.monotonic() + ARRIVE
+    while sum("dropped a malformed message" in line for line in sub.stderr) < 3:
+        assert time.monotonic() < deadline, f"the malformed samples were not reported{sub.transcript()}"
+        time.sleep(0.1)
+
+
 def test_a_stock_subscriber_killed_and_restarted_mid_stream_gets_the_rest(peers, host, topic):
     pub = peers.start(host, "freight", "pub", "image", topic)
     first = peers.start(host, "stock", "sub", "image", topic)
