@@ -150,7 +150,7 @@ fn cyclone_accepts_the_tuned_configuration_and_refuses_a_broken_one() {
     let xml = dir.join("cyclonedds.xml");
     // Loopback first (interfaces, peers), the tuned file second: later files override
     // earlier ones, so the tuned message sizes and buffers win over loopback.xml's.
-    let config = DdsConfig { xml: Some(format!("{LOOPBACK},file://{}", xml.display())) };
+    let config = DdsConfig::with_xml(format!("{LOOPBACK},file://{}", xml.display()));
     let participant = Arc::new(Participant::new(CYCLONE_DOMAIN, &config).expect("Cyclone refused cyclonedds.xml"));
     let qos = EndpointQos { depth: Some(4), ..EndpointQos::reliable(Duration::from_millis(100)) };
     participant
@@ -161,7 +161,7 @@ fn cyclone_accepts_the_tuned_configuration_and_refuses_a_broken_one() {
     let broken = dir.join("broken.xml");
     let text = read(&xml).replace("<FragmentSize>", "<FragmentSise>").replace("</FragmentSize>", "</FragmentSise>");
     std::fs::write(&broken, text).unwrap();
-    let config = DdsConfig { xml: Some(format!("{LOOPBACK},file://{}", broken.display())) };
+    let config = DdsConfig::with_xml(format!("{LOOPBACK},file://{}", broken.display()));
     assert!(Participant::new(CYCLONE_BROKEN_DOMAIN, &config).is_err(), "Cyclone accepted an unknown element");
 }
 

@@ -30,12 +30,22 @@ use crate::ros_env::{DiscoveryOptions, DiscoveryRange};
 /// let lo = DdsConfig::loopback();  // discovery and data on 127.0.0.1 only
 /// assert!(lo.xml.unwrap().contains("127.0.0.1"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdsConfig {
     /// A Cyclone DDS configuration: XML, or a `file://` URI, or a comma-separated list
     /// of them (later ones override earlier ones), applied over freight's settings.
     /// `None`: `CYCLONEDDS_URI`, as Cyclone reads it.
     pub xml: Option<String>,
+    /// Whether freight's settings for this host come first (the default). `false`:
+    /// the user's configuration alone over Cyclone's defaults — what
+    /// `freight lab wireless` measures the tuned profile against.
+    pub freight_settings: bool,
+}
+
+impl Default for DdsConfig {
+    fn default() -> Self {
+        DdsConfig { xml: None, freight_settings: true }
+    }
 }
 
 impl DdsConfig {
@@ -43,7 +53,17 @@ impl DdsConfig {
     /// on 127.0.0.1 (loopback has no multicast on most Linux systems). For
     /// tests and single-host setups that must not touch a real network.
     pub fn loopback() -> Self {
-        DdsConfig { xml: Some(LOOPBACK.into()) }
+        DdsConfig { xml: Some(LOOPBACK.into()), ..DdsConfig::default() }
+    }
+
+    /// `xml` (as [`DdsConfig::xml`]) over freight's settings.
+    ///
+    /// ```
+    /// let cfg = freight_dds::DdsConfig::with_xml("<Tracing><Category>config</Category></Tracing>");
+    /// assert!(cfg.freight_settings);
+    /// ```
+    pub fn with_xml(xml: impl Into<String>) -> Self {
+        DdsConfig { xml: Some(xml.into()), ..DdsConfig::default() }
     }
 
     /// The configuration a domain joined now gets: freight's settings for this host and
@@ -71,7 +91,11 @@ impl DdsConfig {
                 .filter(|s| !s.trim().is_empty())
                 .map(|text| UserConfig { source: UserSource::Environment, text }),
         };
-        EffectiveConfig::new(DiscoveryOptions::from_env(), interfaces, user, warnings)
+        let mut effective = EffectiveConfig::new(DiscoveryOptions::from_env(), interfaces, user, warnings);
+        if !self.freight_settings {
+            effective.settings.clear();
+        }
+        effective
     }
 }
 

@@ -109,7 +109,7 @@ fn samples_cross_processes_intact() {
 
 fn config() -> DdsConfig {
     match std::env::var("FREIGHT_DDS_TEST_XML") {
-        Ok(x) => DdsConfig { xml: Some(x) },
+        Ok(x) => DdsConfig::with_xml(x),
         Err(_) => DdsConfig::loopback(),
     }
 }

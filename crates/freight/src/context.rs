@@ -205,6 +205,7 @@ fn tuned_config(config: &DdsConfig, tuning: &Profile) -> DdsConfig {
             Some(base) => format!("{base},{tuned}"),
             None => tuned,
         }),
+        ..config.clone()
     }
 }
 

@@ -171,7 +171,7 @@ impl Ends {
     /// Joins the run's domain and creates a writer of `W` on `write_topic` and a reader of `R`
     /// on `read_topic`.
     fn open<W: Message, R: Message>(row: &RowConfig, write_topic: &str, read_topic: &str) -> Result<Self, BenchError> {
-        let config = DdsConfig { xml: Some(LOOPBACK_XML.into()) };
+        let config = DdsConfig::with_xml(LOOPBACK_XML);
         let domain = domain_of(row);
         let participant = Arc::new(
             with_all_cpus(|| Participant::new(domain, &config))

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use freight::msgs::std_msgs::UInt8MultiArray;
-use freight::{Context, LargeData, QoS};
+use freight::{Context, DdsConfig, LargeData, QoS};
 
 use crate::stop;
 
@@ -101,7 +101,10 @@ pub const PAYLOAD_OVERHEAD: u64 = 12;
 fn serve(args: &PeerArgs) -> Result<(), String> {
     private_shared_memory()?;
     let qos = qos_of(args)?;
-    let ctx = Context::new().map_err(|e| e.to_string())?;
+    // The lab compares the tuned profile with Cyclone's defaults, for this peer as for
+    // the stock one: freight's own settings for the host stay out of both.
+    let config = DdsConfig { freight_settings: false, ..DdsConfig::default() };
+    let ctx = Context::builder().dds_config(config).create().map_err(|e| e.to_string())?;
     let node = ctx.create_node(&format!("lab_{:?}", args.role).to_lowercase()).map_err(|e| e.to_string())?;
     let go = Arc::new(AtomicBool::new(false));
     let ended = Arc::new(AtomicBool::new(false));
