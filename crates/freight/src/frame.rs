@@ -280,6 +280,30 @@ pub(crate) fn decode_meta<'a>(frame: &'a [u8], h: &Header) -> Result<Meta<'a>, F
     Ok(Meta { small, table: TableReader { meta, pos, left: count, frame_len: frame.len() } })
 }
 
+/// Rewrites the buffer table of a frame this process wrote so that buffers of
+/// backend `from` say `to` (primary and host-copy representations alike): the
+/// frame was moved to memory of another kind. The frame's layout is unchanged.
+pub(crate) fn retag(frame: &mut [u8], from: BackendKind, to: BackendKind) -> Result<(), FrameError> {
+    let header = Header::read(frame)?;
+    let meta_start = frame.as_ptr() as usize;
+    let mut kind_bytes = Vec::new();
+    for entry in decode_meta(frame, &header)?.table {
+        let e = entry?;
+        // The entry's fixed part (kind, alt kind, ...) precedes its descriptor.
+        let fixed = e.descriptor.as_ptr() as usize - meta_start - ENTRY_FIXED;
+        if e.kind == from {
+            kind_bytes.push(fixed);
+        }
+        if e.alt.is_some_and(|(k, _)| k == from) {
+            kind_bytes.push(fixed + 1);
+        }
+    }
+    for at in kind_bytes {
+        frame[at] = backend_code(to);
+    }
+    Ok(())
+}
+
 /// What [`inspect_frame`] reads from a frame: its header and buffer table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -432,6 +456,22 @@ mod tests {
         assert_eq!(e.descriptor, &[1, 2, 3]);
         assert_eq!(e.alt, Some((BackendKind::Shm, &[9u8; 16][..])));
         assert!(m.table.next().is_none());
+    }
+
+    #[test]
+    fn retagging_rewrites_the_kind_of_primary_and_host_copy_entries_only() {
+        let mut f = sample_frame();
+        retag(&mut f, BackendKind::Shm, BackendKind::Cpu).unwrap();
+        let h = Header::read(&f).unwrap();
+        let e = decode_meta(&f, &h).unwrap().table.next().unwrap().unwrap();
+        assert_eq!(e.kind, BackendKind::FakeDevice, "other kinds stay");
+        assert_eq!(e.alt, Some((BackendKind::Cpu, &[9u8; 16][..])));
+        assert_eq!(e.descriptor, &[1, 2, 3]);
+        let mut g = sample_frame();
+        retag(&mut g, BackendKind::FakeDevice, BackendKind::Cuda).unwrap();
+        let h = Header::read(&g).unwrap();
+        assert_eq!(decode_meta(&g, &h).unwrap().table.next().unwrap().unwrap().kind, BackendKind::Cuda);
+        assert!(retag(&mut g[..10], BackendKind::Cpu, BackendKind::Shm).is_err());
     }
 
     #[test]

@@ -36,7 +36,7 @@ use iceoryx2::prelude::*;
 use crate::context::Node;
 use crate::endpoint::{DeviceTag, PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
-use crate::frame::{encode_meta, Entry, Header, DATA_ALIGN, HEADER_LEN};
+use crate::frame::{encode_meta, retag, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
 use crate::negotiation::{is_device_pool, takes_device_memory};
 use crate::network::{NetworkWriter, PeerTag};
@@ -807,10 +807,14 @@ impl PublisherInner {
 
     /// The frame to send now. A loan taken while every subscriber was in this
     /// process lives on the heap; when a subscriber in another process has
-    /// appeared since, it gets a copy in shared memory rather than nothing.
+    /// appeared since, the frame is copied to shared memory, once, and its
+    /// buffers are marked as living there: subscribers then view them as they
+    /// view any other frame's, instead of copying them out again.
     fn rerouted(&self, frame: FrameMut) -> Result<FrameMut, PublishError> {
         match frame {
-            FrameMut::Heap(bytes) if self.route() == Route::Shm => {
+            FrameMut::Heap(mut bytes) if self.route() == Route::Shm => {
+                retag(&mut bytes, BackendKind::Cpu, BackendKind::Shm)
+                    .map_err(|e| PublishError::SharedMemory(format!("moving a frame to shared memory: {e}")))?;
                 let mut shm = self.alloc_frame(Route::Shm, bytes.len())?;
                 shm.write_at(0, &bytes);
                 Ok(shm)
