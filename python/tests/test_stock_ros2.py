@@ -110,17 +110,30 @@ WARM_UP = 10_000
 
 
 def both_matched(pub, sub, pub_stack="freight"):
-    """Waits until each side sees the other. A stock publisher then sends one
-    warm-up message of about a megabyte, which a freight subscription may not get: Cyclone DDS
-    drops the first sample larger than a datagram from a new Fast DDS writer
-    (test_the_first_large_frame_of_a_new_stock_publisher_arrives says why)."""
+    """Waits until each side sees the other. A stock publisher then sends
+    warm-up messages of about a megabyte until the subscription gets one:
+    Cyclone DDS drops the first sample larger than a datagram from a new Fast
+    DDS writer (test_the_first_large_frame_of_a_new_stock_publisher_arrives
+    says why), and a subscription still matched to a killed publisher answers
+    ``WAIT 1`` before it has matched the new one."""
     # At least one: a killed peer stays matched until its lease runs out.
     assert matched(pub, 1) >= 1, "the publisher never saw the subscription"
     assert matched(sub, 1) >= 1, "the subscription never saw the publisher"
-    if pub_stack == "stock":
-        pub.send(f"WARMUP {WARM_UP}")
+    if pub_stack != "stock":
+        return
+    deadline = time.monotonic() + START
+    k = WARM_UP
+    while time.monotonic() < deadline:
+        pub.send(f"WARMUP {k}")
         pub.expect("SENT")
-        time.sleep(0.5)
+        k += 1
+        try:
+            words = sub.expect("GOT", timeout=1.0)
+        except AssertionError:
+            continue  # not heard yet: send another
+        if int(words[1]) >= WARM_UP:
+            return
+    raise AssertionError(f"no warm-up message reached the subscription within {START} s{sub.transcript()}")
 
 
 def received(sub, count, timeout=ARRIVE):
