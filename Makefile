@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build wheel demo test lint bench bench-python lab fuzz clean
+.PHONY: all deps build wheel demo test lint bench bench-python bench-ros2 lab fuzz clean
 
 all: build
 
@@ -37,15 +37,16 @@ demo: build wheel
 	$(FREIGHT) demo robot-arm --python .venv/bin/python
 	$(FREIGHT) demo
 
-# Every test, in release mode (large payloads; shares the build above): the Rust
+# Every test, in release mode (large payloads; shares the build above), with the
+# wheel installed in .venv first (`bench ros2` runs freight's Python stack): the Rust
 # tests, then the Python tests against the wheel, then a bounded fuzz run of
 # every parser of untrusted bytes, then the lints.
 # The network plane stays on loopback in tests: freight and the stock DDS peers
 # the interop tests start read this configuration.
 test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
 test: build wheel
-	$(CARGO) test --release --workspace --locked
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
+	$(CARGO) test --release --workspace --locked
 	.venv/bin/python -m pytest -q -rs python/tests
 	scripts/fuzz-smoke.sh
 	$(MAKE) --no-print-directory lint
@@ -66,6 +67,12 @@ bench: build
 bench-python: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	$(FREIGHT) bench latency --lang python --python .venv/bin/python --json bench-latency-python.json
+
+# freight against stock rclpy of Jazzy and Kilted (root; about a minute; table in
+# BENCHMARKS.md).
+bench-ros2: build wheel
+	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
+	$(FREIGHT) bench ros2 --python .venv/bin/python --json bench-ros2.json
 
 # The lossy-link matrix recorded in BENCHMARKS.md (root; about 25 minutes).
 lab: build

@@ -1,11 +1,11 @@
 //! `freight`: the command-line tool of the freight transport.
 //!
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
-//! benchmark, `python -m freight.bench`), `demo` (the headline comparison),
-//! `topic` (inspection and a test publisher, as `ros2 topic`) and the hidden `bench peer` (the
-//! subscriber process the benchmark starts), `dds config` (the network plane's configuration),
-//! `tune` (DDS profiles for large data over a lossy link), `lab` (network experiments in
-//! namespaces).
+//! benchmark, `python -m freight.bench`), `bench ros2` (freight against stock ROS 2), `demo`
+//! (the headline comparison), `topic` (inspection and a test publisher, as `ros2 topic`), `dds
+//! config` (the network plane's configuration), `tune` (DDS profiles for large data over a
+//! lossy link), `lab` (network experiments in namespaces), and the hidden `bench peer` and
+//! `bench ros2-peer` (the processes the benchmarks start).
 
 mod bench;
 mod dds;
@@ -47,6 +47,15 @@ COMMANDS IN DETAIL
       else $FREIGHT_PYTHON, else python3) with --sizes, --iterations, --duration-per-row and
       --json, and exits with its status. That interpreter needs freight's Python package
       (`pip install .` or `make wheel`).
+
+  freight bench ros2 [--quick] [--messages 1080p,4k,cloud] [--stacks ..] [--json FILE]
+      Needs root. freight against stock ROS 2 in the same run: Image 1920x1080 and 3840x2160
+      and a 55 MB PointCloud2 from a publisher process to a subscriber process, stock rclpy
+      on Jazzy's and Kilted's defaults (Fast DDS) against freight's Python and Rust APIs;
+      p50/p99 one-way latency, frames/s and each row's speedup over stock Jazzy. Runs in a
+      private network namespace. Interpreters: --ros-jazzy, --ros-kilted, --python
+      (defaults: .venv-ros-jazzy/bin/python, .venv-ros-kilted/bin/python, $FREIGHT_PYTHON or
+      .venv/bin/python, relative to the current directory).
 
   freight demo
       The headline comparison: one 3840x2160 BGRA camera frame (33,177,600 bytes) from a
@@ -159,7 +168,40 @@ iceoryx2 binding's, busy-polling) by `python -m freight.bench latency` in the in
     /// Internal: the subscriber process started by `bench latency`.
     #[command(hide = true)]
     Peer(bench::PeerArgs),
+    /// freight against stock ROS 2 (rclpy on Fast DDS, Jazzy and Kilted), measured in one run
+    /// (needs root).
+    #[command(long_about = ROS2_ABOUT)]
+    Ros2(bench::Ros2Args),
+    /// Internal: a process of the freight Rust stack of `bench ros2`.
+    #[command(hide = true, name = "ros2-peer")]
+    Ros2Peer(bench::Ros2PeerArgs),
 }
+
+const ROS2_ABOUT: &str = "\
+freight against what ROS 2 users run today, measured in one run on one host (needs root).
+
+For sensor_msgs/Image 1920x1080 and 3840x2160 bgra8 and a 55 MB sensor_msgs/PointCloud2
+(3,686,400 points of x, y, z float32 and r, g, b uint8: four 1280x720 RGB-D cameras), one-way
+latency p50/p99 and frames per second of four stacks, each publisher -> subscriber in two
+processes pinned to two CPUs:
+  stock rclpy Jazzy   rclpy -> rclpy on their defaults (rmw_fastrtps_cpp, Fast DDS 2.14;
+                      shared-memory transport on one host), interpreter --ros-jazzy
+  stock rclpy Kilted  the same with Kilted (Fast DDS 3.2), --ros-kilted
+  freight Python      freight's Python API, shared memory (local plane only), --python
+  freight Rust        freight's typed Rust API (loan, take), shared memory
+Ping-pong with one message in flight: the publisher writes every byte of the payload, stamps
+header.stamp with CLOCK_MONOTONIC and publishes; the subscriber checks 64 bytes of it, takes
+the latency and acks on a small topic; the next message goes after the ack. Reliable,
+volatile, keep last 10 (rclpy's default profile) on every topic. --warmup round trips are
+discarded; a row ends after --count round trips or --duration seconds. frames/s = round
+trips / wall time; \"x vs stock Jazzy\" = Jazzy's p50 / the row's p50, same message, same run.
+
+Everything runs in a private network namespace (the command re-runs itself under unshare
+--net) with a multicast loopback: no traffic reaches this machine's interfaces. Stock
+processes get no DDS or ROS configuration. A stack whose interpreter is missing is reported
+as \"not run: <why>\"; a peer that hangs is killed (\"timed out\"). The table goes to stdout,
+progress to stderr; --json FILE writes every row with its raw latencies. The default run
+takes about 2 minutes; --quick (1080p only, tiny counts) about 30 s.";
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -183,6 +225,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Peer(args)) => {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
+        Command::Bench(BenchCommand::Ros2(args)) => bench::run_ros2(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
@@ -242,5 +286,6 @@ mod tests {
         let help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
         assert!(help.contains("latency"));
         assert!(!help.contains("peer"));
+        assert!(help.contains("ros2"));
     }
 }

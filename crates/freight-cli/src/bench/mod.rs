@@ -53,6 +53,10 @@
 //!   freight's Python API against the iceoryx2 Python binding, measured in the same run. It
 //!   lives in `python/freight/bench.py` (`python -m freight.bench latency`); [`run_python`]
 //!   only forwards the options to it (see the `python` module).
+//!
+//! `freight bench ros2` (the `ros2` module) is a separate benchmark with its own protocol
+//! notes: freight against stock rclpy on Fast DDS, whole ROS 2 messages, one run, one host,
+//! in a private network namespace.
 
 mod args;
 mod dds;
@@ -65,6 +69,7 @@ mod peer;
 pub(crate) mod plot;
 pub(crate) mod python;
 mod report;
+mod ros2;
 mod stats;
 mod sys;
 mod transport;
@@ -76,6 +81,7 @@ use std::time::Duration;
 pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerArgs, TransportKind};
 pub use harness::RunPlan;
 pub use report::RowStats;
+pub use ros2::{run as run_ros2, run_peer as run_ros2_peer, Ros2Args, Ros2PeerArgs};
 pub use transport::{Placement, Transport, WaitMode};
 
 /// Warm-up round trips discarded at the start of every row.
