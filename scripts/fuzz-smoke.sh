@@ -9,9 +9,9 @@
 #   FUZZ_SECONDS  seconds per target (default 20)
 #   FUZZ_JOBS     targets run at once (default: the number of CPUs, at most 3)
 #
-# Needs `cargo +nightly` and cargo-fuzz; installs cargo-fuzz when crates.io is
-# reachable. When something is missing it prints `fuzz smoke skipped: <reason>`
-# and exits 0. Seeds are written at run time by the targets themselves (valid
+# Needs rustup's nightly toolchain and cargo-fuzz, and installs what is missing
+# (once). Anything that keeps it from fuzzing every target fails it: a green
+# `make test` has fuzzed. Seeds are written at run time by the targets themselves (valid
 # encodings made with freight's own code) into fuzz/corpus/<target>/, which
 # keeps what each run finds (it is git-ignored). Exits 1 when a target
 # crashes, with the artifact's path, its bytes in hex and how to reproduce it.
@@ -26,30 +26,32 @@ SECONDS_PER_TARGET="${FUZZ_SECONDS:-20}"
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")
 
-skip() {
-    echo "fuzz smoke skipped: $*"
-    exit 0
+fail() {
+    echo "fuzz smoke FAILED: $*"
+    exit 1
 }
+
+# Logs in the project's own directory, not at predictable names in /tmp.
+LOGS="fuzz/target/smoke-logs"
+mkdir -p "$LOGS" || exit 1
 
 start=$(date +%s)
 
-[[ "$(uname -s)" == Linux ]] || skip "fuzzing freight needs Linux (found $(uname -s))"
-command -v cargo >/dev/null || skip "cargo is not installed"
-cargo +nightly --version >/dev/null 2>&1 || skip "no nightly toolchain (rustup toolchain install nightly)"
-
+[[ "$(uname -s)" == Linux ]] || fail "fuzzing freight needs Linux (found $(uname -s))"
+command -v cargo >/dev/null || fail "cargo is not installed (scripts/install-deps.sh installs it)"
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "installing the nightly toolchain (once; cargo-fuzz needs it)..."
+    rustup toolchain install nightly --profile minimal >"$LOGS/nightly-install.log" 2>&1 ||
+        fail "cannot install the nightly toolchain (see $LOGS/nightly-install.log)"
+fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz (once)..."
-    if ! cargo search cargo-fuzz --limit 1 >/dev/null 2>&1; then
-        skip "cargo-fuzz is not installed and crates.io is unreachable"
-    fi
-    if ! cargo install cargo-fuzz --locked >/tmp/freight-cargo-fuzz-install.log 2>&1; then
-        skip "installing cargo-fuzz failed (see /tmp/freight-cargo-fuzz-install.log)"
-    fi
+    cargo install cargo-fuzz --locked >"$LOGS/cargo-fuzz-install.log" 2>&1 ||
+        fail "cannot install cargo-fuzz (see $LOGS/cargo-fuzz-install.log)"
 fi
 
-# Dependencies first, so that being offline reads as unavailable, not as a failure.
-if ! cargo +nightly fetch --manifest-path fuzz/Cargo.toml >/tmp/freight-fuzz-fetch.log 2>&1; then
-    skip "the fuzz crate's dependencies cannot be fetched (see /tmp/freight-fuzz-fetch.log)"
+if ! cargo +nightly fetch --manifest-path fuzz/Cargo.toml >"$LOGS/fuzz-fetch.log" 2>&1; then
+    fail "the fuzz crate's dependencies cannot be fetched (see $LOGS/fuzz-fetch.log)"
 fi
 
 # The targets link Cyclone DDS (freight's network plane). At start-up
@@ -61,15 +63,13 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0"
 HOST="$(rustc +nightly -vV | sed -n 's/^host: //p')"
 BIN="fuzz/target/$HOST/release"
 echo "building fuzz targets (cargo +nightly fuzz build, target dir fuzz/target)..."
-if ! cargo +nightly fuzz build --fuzz-dir fuzz >/tmp/freight-fuzz-build.log 2>&1; then
-    tail -n 40 /tmp/freight-fuzz-build.log
-    echo "fuzz smoke FAILED: the fuzz targets do not build (log: /tmp/freight-fuzz-build.log)"
+if ! cargo +nightly fuzz build --fuzz-dir fuzz >"$LOGS/fuzz-build.log" 2>&1; then
+    tail -n 40 "$LOGS/fuzz-build.log"
+    echo "fuzz smoke FAILED: the fuzz targets do not build (log: $LOGS/fuzz-build.log)"
     exit 1
 fi
 built=$(date +%s)
 
-LOGS="fuzz/target/smoke-logs"
-mkdir -p "$LOGS"
 STAMP="$LOGS/.started"
 touch "$STAMP"
 
