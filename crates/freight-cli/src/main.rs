@@ -11,6 +11,7 @@ mod bench;
 mod dds;
 mod demo;
 mod lab;
+mod private_dir;
 mod stop;
 mod topic;
 mod tune;

@@ -23,6 +23,7 @@ use freight_tune::units::{parse_bitrate, parse_duration};
 use self::netns::{Impairment, Link};
 use self::peer::{monotonic_ns, PeerArgs};
 use self::result::{OutageResult, RunResult};
+use crate::private_dir::PrivateDir;
 use crate::stop;
 
 /// The stock peer: stock Cyclone DDS from Python, no freight code.
@@ -222,7 +223,7 @@ fn wireless(args: &WirelessArgs) -> Result<(), String> {
         check_writable(path)?;
     }
     let work = tempdir()?;
-    let stock = work.path.join("cyclonedds_peer.py");
+    let stock = work.path().join("cyclonedds_peer.py");
     std::fs::write(&stock, STOCK_PEER).map_err(|e| format!("cannot write {}: {e}", stock.display()))?;
     if plan.cells.iter().any(|c| c.peer == "cyclonedds-py") {
         check_stock_peer(&plan.python, &stock)?;
@@ -252,7 +253,7 @@ fn wireless(args: &WirelessArgs) -> Result<(), String> {
             cell.condition,
             cell.payload / 1024
         );
-        let result = measure(&plan, &link, cell, &work.path, &stock).unwrap_or_else(|e| failed(&plan, cell, e));
+        let result = measure(&plan, &link, cell, work.path(), &stock).unwrap_or_else(|e| failed(&plan, cell, e));
         if let Some(e) = &result.error {
             eprintln!("lab:   failed: {e}");
         }
@@ -305,21 +306,9 @@ fn check_stock_peer(python: &Path, script: &Path) -> Result<(), String> {
     }
 }
 
-/// A directory removed when dropped.
-struct TempDir {
-    path: PathBuf,
-}
-
-fn tempdir() -> Result<TempDir, String> {
-    let path = std::env::temp_dir().join(format!("freight-lab-{}", std::process::id()));
-    std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    Ok(TempDir { path })
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
+fn tempdir() -> Result<PrivateDir, String> {
+    PrivateDir::new("freight-lab")
+        .map_err(|e| format!("cannot create a private directory under {}: {e}", std::env::temp_dir().display()))
 }
 
 /// The tuner's inputs for a condition, as a user who knows the link would give them.

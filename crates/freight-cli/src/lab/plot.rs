@@ -343,7 +343,8 @@ mod tests {
         });
         runs.push(run("default", "freight", "loss20", 64, f64::NAN));
 
-        let path = std::env::temp_dir().join(format!("freight-lab-plot-{}.png", std::process::id()));
+        let dir = crate::private_dir::PrivateDir::new("freight-lab-plot").unwrap();
+        let path = dir.path().join("plot.png");
         write_plot(&path, &runs).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{} is not a PNG", path.display());

@@ -15,6 +15,7 @@ use super::super::sys::{pin_current_thread, CpuPlan};
 use super::namespace::loopback_bytes;
 use super::report::{Measured, Outcome, Row};
 use super::{BenchError, MessageKind, Plan, Stack, FREIGHT_PY_SCRIPT, STOCK_ENV_REMOVED, STOCK_SCRIPT};
+use crate::private_dir::PrivateDir;
 use crate::stop;
 
 /// How long a peer may take to say READY (rclpy's import and init take seconds on a busy
@@ -84,35 +85,32 @@ fn cpu_name(cpu: Option<usize>) -> String {
     cpu.map_or("(any)".into(), |c| c.to_string())
 }
 
-/// A directory for the embedded scripts, removed when dropped.
-struct WorkDir(PathBuf);
+/// A private directory for the embedded scripts, removed when dropped.
+struct WorkDir(PrivateDir);
 
 impl WorkDir {
     fn create() -> Result<WorkDir, BenchError> {
-        let dir = std::env::temp_dir().join(format!("freight-bench-ros2-{}", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("stock_rclpy.py"), STOCK_SCRIPT)?;
-            std::fs::write(dir.join("freight_py.py"), FREIGHT_PY_SCRIPT)
+        let fail = |e: std::io::Error| {
+            BenchError::new(
+                format!(
+                    "cannot write the peer scripts to a private directory under {}: {e}",
+                    std::env::temp_dir().display()
+                ),
+                "check $TMPDIR",
+            )
         };
-        write().map_err(|e| {
-            BenchError::new(format!("cannot write the peer scripts to {}: {e}", dir.display()), "check $TMPDIR")
-        })?;
+        let dir = PrivateDir::new("freight-bench-ros2").map_err(fail)?;
+        std::fs::write(dir.path().join("stock_rclpy.py"), STOCK_SCRIPT).map_err(fail)?;
+        std::fs::write(dir.path().join("freight_py.py"), FREIGHT_PY_SCRIPT).map_err(fail)?;
         Ok(WorkDir(dir))
     }
 
     fn script(&self, stack: Stack) -> Option<PathBuf> {
         match stack {
-            Stack::Jazzy | Stack::Kilted => Some(self.0.join("stock_rclpy.py")),
-            Stack::FreightPy => Some(self.0.join("freight_py.py")),
+            Stack::Jazzy | Stack::Kilted => Some(self.0.path().join("stock_rclpy.py")),
+            Stack::FreightPy => Some(self.0.path().join("freight_py.py")),
             Stack::FreightRs => None,
         }
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
