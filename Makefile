@@ -44,6 +44,9 @@ demo: build wheel
 # The network plane stays on loopback in tests: freight and the stock DDS peers
 # the interop tests start read this configuration.
 test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
+# A Rust test may skip only for a missing GPU: any other reason (no root, no
+# namespaces, a missing interpreter) fails it (crates/freight-testkit).
+test: export FREIGHT_TEST_STRICT = 1
 test: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	$(CARGO) test --release --workspace --locked

@@ -1912,8 +1912,8 @@ mod tests {
     #[test]
     fn pools_of_dead_processes_are_removed_and_no_others() {
         let prefix = "freight-fakedev-";
-        let dir = std::env::temp_dir().join(format!("freight-pool-cleanup-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let private = freight_testkit::PrivateDir::new("freight-pool-cleanup");
+        let dir = private.path().to_path_buf();
         let uid = effective_uid();
         let dead = crate::conformance::dead_pid();
         let pool = |prefix: &str, uid: u32, pid: u32, n: u64| {
@@ -1939,6 +1939,5 @@ mod tests {
         assert_eq!(remove_dead_pools(prefix, &dir), 1, "the pool whose lock was given up");
         assert!(!locked.exists());
         assert_eq!(remove_dead_pools("freight-cuda-", &dir), 1, "the dead pool of the other kind");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

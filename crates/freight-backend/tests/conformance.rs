@@ -63,9 +63,8 @@ fn fake_device_conforms_over_shared_frames() {
     assert_eq!(harness.inner().stats(), BackendStats::default());
 }
 
-/// Whether a GPU is here; if not, says so on stderr, naming the test. The
-/// line is written to the stream itself, not through `eprintln!`, which the
-/// test harness captures: a skipped GPU test shows in every run.
+/// Whether a GPU is here; if not, says so where every run's log shows it
+/// ([`freight_testkit::skip`]), naming the test.
 fn gpu_or_skip(what: &str) -> bool {
     match cuda::available() {
         Ok(()) if std::env::var_os(sim_cuda::EXPECTED).is_some() => {
@@ -75,7 +74,7 @@ fn gpu_or_skip(what: &str) -> bool {
         }
         Ok(()) => true,
         Err(why) => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {why}");
+            freight_testkit::skip(what, freight_testkit::Lack::Gpu, &why.to_string());
             false
         }
     }

@@ -1,30 +1,14 @@
 //! End-to-end: run the `freight` binary as a user would and check what it writes.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// A scratch directory unique to this test process, removed on drop.
-struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("freight-cli-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Self(dir)
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use freight_testkit::{skip, Lack, PrivateDir};
 
 #[test]
 fn bench_latency_writes_table_json_and_png() {
-    let dir = ScratchDir::new("bench");
-    let json = dir.0.join("rows.json");
-    let png = dir.0.join("latency.png");
+    let dir = PrivateDir::new("freight-cli-bench");
+    let json = dir.path().join("rows.json");
+    let png = dir.path().join("latency.png");
     let out = Command::new(env!("CARGO_BIN_EXE_freight"))
         .args([
             "bench",
@@ -99,16 +83,17 @@ fn bench_latency_measures_a_dds_row() {
 #[test]
 fn bench_latency_lang_python_runs_the_python_benchmark() {
     let Some(python) = std::env::var_os("FREIGHT_PYTHON") else {
-        eprintln!("skipped: FREIGHT_PYTHON is not set");
+        skip("bench latency --lang python", Lack::Setup, "FREIGHT_PYTHON is not set (make test sets it)");
         return;
     };
     let probe = Command::new(&python).args(["-c", "import freight.bench"]).output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: {} cannot import freight.bench", python.to_string_lossy());
+        let why = format!("{} cannot import freight.bench", python.to_string_lossy());
+        skip("bench latency --lang python", Lack::Setup, &why);
         return;
     }
-    let dir = ScratchDir::new("bench-python");
-    let json = dir.0.join("rows.json");
+    let dir = PrivateDir::new("freight-cli-bench-python");
+    let json = dir.path().join("rows.json");
     let out = Command::new(env!("CARGO_BIN_EXE_freight"))
         .args(["bench", "latency", "--lang", "python", "--sizes", "8B,1MiB", "--iterations", "50"])
         .args(["--duration-per-row", "0.2", "--json"])

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use freight_testkit::{skip, Lack, PrivateDir};
 use serde_json::Value;
 
 /// The workspace root: the command's default interpreter paths are relative to it.
@@ -20,7 +21,7 @@ fn is_root() -> bool {
 /// Whether namespaces can be made here; prints why not where CI's log shows it.
 fn can_run() -> bool {
     if !is_root() {
-        eprintln!("SKIPPED: freight bench ros2 needs root (a private network namespace)");
+        skip("freight bench ros2", Lack::Setup, "needs root (a private network namespace)");
         return false;
     }
     true
@@ -37,7 +38,6 @@ fn bench(args: &[&str], json: &Path) -> (Output, Value) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "freight bench ros2 failed:\n{stderr}");
     let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("no JSON ({e}):\n{stderr}"));
-    let _ = std::fs::remove_file(json);
     (out, serde_json::from_str(&text).expect("the JSON parses"))
 }
 
@@ -55,7 +55,8 @@ fn every_stack_is_measured_against_real_stock_ros2() {
     if !can_run() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("freight-bench-ros2-{}.json", std::process::id()));
+    let dir = PrivateDir::new("freight-bench-ros2-test");
+    let json = dir.path().join("rows.json");
     let (out, rows) = bench(&[], &json);
     for (stack, runs_on) in [
         ("jazzy", "rmw_fastrtps_cpp, Fast DDS 2.14"),
@@ -82,7 +83,8 @@ fn a_missing_interpreter_is_a_row_that_says_so_and_the_rest_is_measured() {
     if !can_run() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("freight-bench-ros2-missing-{}.json", std::process::id()));
+    let dir = PrivateDir::new("freight-bench-ros2-test");
+    let json = dir.path().join("rows.json");
     let (out, rows) = bench(&["--stacks", "jazzy,freight-rs", "--ros-jazzy", "/nonexistent/venv/bin/python"], &json);
     let jazzy = row(&rows, "jazzy");
     assert_eq!(jazzy["status"], "not run", "{jazzy}");
@@ -103,7 +105,11 @@ fn without_root_it_says_what_it_needs() {
             .output()
             .is_ok_and(|o| o.status.success());
         if !reachable {
-            eprintln!("SKIPPED: cannot run the binary as an unprivileged user here (setpriv, or its path)");
+            skip(
+                "bench ros2 without root",
+                Lack::Setup,
+                "cannot run the binary as an unprivileged user here (setpriv, or its path)",
+            );
             return;
         }
         let mut c = Command::new("setpriv");

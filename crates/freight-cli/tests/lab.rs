@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use freight_testkit::{skip, Lack};
 use serde_json::Value;
 
 /// One lab at a time: they share the two CPUs, and the quick run's comparisons need them.
@@ -49,7 +50,7 @@ fn lab_unavailable() -> Option<String> {
 fn skip_unless_lab() -> bool {
     match lab_unavailable() {
         Some(why) => {
-            eprintln!("SKIPPED: freight lab wireless cannot run here: {why}");
+            skip("freight lab wireless", Lack::Setup, &why);
             false
         }
         None => true,
@@ -204,7 +205,11 @@ fn without_root_the_lab_says_what_it_needs() {
             .output()
             .is_ok_and(|o| o.status.success());
         if !reachable {
-            eprintln!("SKIPPED: cannot run the binary as an unprivileged user here (setpriv, or its path)");
+            skip(
+                "the lab without root",
+                Lack::Setup,
+                "cannot run the binary as an unprivileged user here (setpriv, or its path)",
+            );
             return;
         }
         let mut c = Command::new("setpriv");

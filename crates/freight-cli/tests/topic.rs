@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use freight::msgs::sensor_msgs::Image;
 use freight::{BackendKind, BackendSet, Context, PublisherOptions, QoS, SubscriptionOptions};
+use freight_testkit::{skip, Lack};
 
 fn freight(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("run freight");
@@ -136,7 +137,7 @@ fn freight_on_another_host(args: &[&str]) -> Option<(bool, String, String)> {
         .stderr(std::process::Stdio::null())
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED: no private /dev/shm for a second 'host' (needs root and `unshare --mount`)");
+        skip("freight topic on a second 'host'", Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
         return None;
     }
     let loopback = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-dds/loopback.xml");

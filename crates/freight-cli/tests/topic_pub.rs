@@ -14,6 +14,7 @@ use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::Image;
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{Context, DdsConfig, Message, Node, QoS, Subscription, Transport};
+use freight_testkit::{skip, Lack};
 
 /// The domain of these tests (topic.rs uses 77 and 78).
 const DOMAIN: &str = "79";
@@ -330,7 +331,11 @@ fn pub_on_another_host(args: &[&str]) -> Option<Freight> {
         .stderr(Stdio::null())
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED: no private /dev/shm for a second 'host' (needs root and `unshare --mount`)");
+        skip(
+            "freight topic pub to a second 'host'",
+            Lack::Setup,
+            "no private /dev/shm (needs root and `unshare --mount`)",
+        );
         return None;
     }
     let mut cmd = Command::new("unshare");

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use freight_dds::{DdsConfig, EndpointQos, Participant};
+use freight_testkit::{skip, Lack};
 
 /// Domains of these tests (topic.rs uses 77 and 78, topic_pub.rs 79).
 const CYCLONE_DOMAIN: u32 = 91;
@@ -282,7 +283,11 @@ fn fastdds_loads_the_tuned_profiles_with_the_tuned_values() {
     let exe = match fastdds_loader() {
         Ok(exe) => exe,
         Err(why) => {
-            eprintln!("SKIPPED: {why}");
+            skip(
+                "Fast DDS loads the tuned profile",
+                if std::env::var_os("FREIGHT_SKIP_FASTDDS_INTEROP").is_some() { Lack::OptedOut } else { Lack::Setup },
+                &why,
+            );
             return;
         }
     };

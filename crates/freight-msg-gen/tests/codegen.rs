@@ -3,16 +3,18 @@
 use std::path::{Path, PathBuf};
 
 use freight_msg_gen::{Builder, GenError, ParseErrorKind};
+use freight_testkit::PrivateDir;
 
-/// A fresh package directory `<tmp>/<test>/<pkg>/msg` with the given files.
-fn package(test: &str, pkg: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("freight-msg-gen-{}-{test}", std::process::id())).join(pkg);
-    let _ = std::fs::remove_dir_all(&dir);
+/// A fresh package directory `<private dir>/<pkg>/msg` with the given files, and the
+/// private directory, which removes it all when dropped.
+fn package(pkg: &str, files: &[(&str, &str)]) -> (PrivateDir, PathBuf) {
+    let root = PrivateDir::new("freight-msg-gen");
+    let dir = root.path().join(pkg);
     std::fs::create_dir_all(dir.join("msg")).unwrap();
     for (name, text) in files {
         std::fs::write(dir.join("msg").join(name), text).unwrap();
     }
-    dir
+    (root, dir)
 }
 
 fn test_package() -> PathBuf {
@@ -70,7 +72,7 @@ fn string_message_does_not_shadow_string() {
 
 #[test]
 fn local_package_shadows_shipped_and_resolves_header() {
-    let dir = package("shadow", "std_msgs", &[("Header.msg", "int32 seq\n"), ("Uses.msg", "Header h\nHeader[] hs\n")]);
+    let (_root, dir) = package("std_msgs", &[("Header.msg", "int32 seq\n"), ("Uses.msg", "Header h\nHeader[] hs\n")]);
     let code = Builder::new().package_dir(&dir).generate_string().unwrap();
     assert!(code.contains("pub seq: i32,"));
     assert!(code.contains("pub hs: Vec<Header>,"));
@@ -79,7 +81,7 @@ fn local_package_shadows_shipped_and_resolves_header() {
 
 #[test]
 fn generate_writes_the_file() {
-    let dir = package("write", "write_msgs", &[("A.msg", "B b\n"), ("B.msg", "uint8 x\n")]);
+    let (_root, dir) = package("write_msgs", &[("A.msg", "B b\n"), ("B.msg", "uint8 x\n")]);
     let out = dir.join("out").join("gen.rs");
     Builder::new().package_dir(&dir).generate(&out).unwrap();
     let code = std::fs::read_to_string(&out).unwrap();
@@ -89,7 +91,7 @@ fn generate_writes_the_file() {
 
 #[test]
 fn unknown_message_type_names_file_and_line() {
-    let dir = package("unknown", "bad_msgs", &[("A.msg", "# doc\nint32 x\nMissing m\n")]);
+    let (_root, dir) = package("bad_msgs", &[("A.msg", "# doc\nint32 x\nMissing m\n")]);
     match Builder::new().package_dir(&dir).generate_string().unwrap_err() {
         GenError::UnknownType { file, line, ty } => {
             assert!(file.ends_with("bad_msgs/msg/A.msg"), "{file:?}");
@@ -98,18 +100,18 @@ fn unknown_message_type_names_file_and_line() {
         }
         e => panic!("{e}"),
     }
-    let dir = package("unknown2", "bad_msgs", &[("A.msg", "other_msgs/Thing t\n")]);
+    let (_root, dir) = package("bad_msgs", &[("A.msg", "other_msgs/Thing t\n")]);
     let e = Builder::new().package_dir(&dir).generate_string().unwrap_err();
     assert!(e.to_string().contains("A.msg:1: unknown message type `other_msgs/msg/Thing`"), "{e}");
     // Without the shipped interfaces, Header is unknown too.
-    let dir = package("noshipped", "bad_msgs", &[("A.msg", "Header h\n")]);
+    let (_root, dir) = package("bad_msgs", &[("A.msg", "Header h\n")]);
     let e = Builder::new().package_dir(&dir).use_shipped_interfaces(false).generate_string().unwrap_err();
     assert!(matches!(e, GenError::UnknownType { .. }), "{e}");
 }
 
 #[test]
 fn parse_errors_carry_the_path() {
-    let dir = package("parse", "bad_msgs", &[("A.msg", "int32 x\nwstring w\n")]);
+    let (_root, dir) = package("bad_msgs", &[("A.msg", "int32 x\nwstring w\n")]);
     match Builder::new().package_dir(&dir).generate_string().unwrap_err() {
         GenError::Parse(e) => {
             assert!(e.file.ends_with("bad_msgs/msg/A.msg"));
@@ -122,7 +124,7 @@ fn parse_errors_carry_the_path() {
 
 #[test]
 fn missing_dirs_and_packages() {
-    let dir = package("nomsg", "empty_pkg", &[]);
+    let (_root, dir) = package("empty_pkg", &[]);
     std::fs::remove_dir(dir.join("msg")).unwrap();
     assert!(matches!(Builder::new().package_dir(&dir).generate_string(), Err(GenError::NoMsgDir { .. })));
     assert!(matches!(Builder::new().package_dir(dir.join("nope")).generate_string(), Err(GenError::Io { .. })));

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use freight_msg_gen::{load_package, shipped_interfaces_dir, ArrayKind, MsgSpec, Value};
+use freight_testkit::{self as testkit, Lack};
 
 const SCRIPT: &str = r#"
 import sys
@@ -72,6 +73,8 @@ fn ours(spec: &MsgSpec) -> Vec<String> {
     out
 }
 
+const TEST: &str = "shipped_interfaces_match_rosbags_ros2_humble";
+
 #[test]
 fn shipped_interfaces_match_rosbags_ros2_humble() {
     let skip = std::env::var("FREIGHT_SKIP_PYTHON_INTEROP").is_ok_and(|v| v == "1");
@@ -89,13 +92,13 @@ fn shipped_interfaces_match_rosbags_ros2_humble() {
 
     let output = match Command::new(&python).arg("-c").arg(SCRIPT).args(specs.keys()).output() {
         Ok(o) => o,
-        Err(e) if skip => return eprintln!("skipped: cannot run {python}: {e}"),
+        Err(e) if skip => return testkit::skip(TEST, Lack::OptedOut, &format!("cannot run {python}: {e}")),
         Err(e) => panic!("cannot run `{python}` ({e}): install Python and `pip install rosbags`, set FREIGHT_PYTHON, or set FREIGHT_SKIP_PYTHON_INTEROP=1"),
     };
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
         if skip {
-            return eprintln!("skipped: rosbags unavailable in {python}");
+            return testkit::skip(TEST, Lack::OptedOut, &format!("rosbags unavailable in {python}"));
         }
         panic!(
             "`{python}` failed ({}): pip install rosbags (or set FREIGHT_PYTHON to an interpreter that has it, \

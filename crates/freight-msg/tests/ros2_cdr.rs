@@ -23,6 +23,7 @@ use freight_msg::msgs::sensor_msgs::{Image, PointCloud2, PointField};
 use freight_msg::msgs::std_msgs::{Header, MultiArrayDimension, MultiArrayLayout, UInt64MultiArray, UInt8MultiArray};
 use freight_msg::msgs::tensor_msgs::Tensor;
 use freight_msg::{message, Buffer, Element, Message};
+use freight_testkit::{skip, Lack};
 
 // Test-only types; their .msg definitions are in vectors.py (USER_MSGS).
 
@@ -302,12 +303,7 @@ fn describe_difference(ours: &[u8], theirs: &[u8]) -> String {
 
 fn vectors(test: &str) -> Option<&'static Vectors> {
     if std::env::var(SKIP_VAR).is_ok_and(|v| v == "1") {
-        // Written to the real stderr, not the test harness's captured output, so the
-        // skip is visible in a passing run.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {test}: {SKIP_VAR}=1, freight's CDR is not compared with rosbags (ROS 2)"
-        );
+        skip(test, Lack::OptedOut, &format!("{SKIP_VAR}=1, freight's CDR is not compared with rosbags (ROS 2)"));
         return None;
     }
     static VECTORS: OnceLock<Result<Vectors, String>> = OnceLock::new();

@@ -3,8 +3,10 @@
 //! simulation models and what it cannot check: a run on a real GPU remains
 //! the final check.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+
+use freight_testkit::{skip, Lack, PrivateDir};
 
 /// Set in the processes run against the simulation: the driver that loads
 /// must be it (checked by name), and tests that run the simulation do not
@@ -19,9 +21,9 @@ pub const DEVICE_NAME: &str = "freight simulated CUDA device";
 /// (`#[path = "../../freight-backend/tests/sim_cuda/mod.rs"]`).
 const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-backend/tests/sim_cuda/libcuda_sim.c");
 
-/// A directory holding the built simulated driver, removed on drop.
+/// A private directory holding the built simulated driver, removed on drop.
 pub struct SimDriver {
-    dir: PathBuf,
+    dir: PrivateDir,
 }
 
 impl SimDriver {
@@ -30,11 +32,9 @@ impl SimDriver {
     /// `libcuda.so` first). `None` (after a `SKIPPED` line on stderr) when
     /// there is no `cc`; a compile error panics.
     pub fn build() -> Option<SimDriver> {
-        let dir = std::env::temp_dir().join(format!("freight-sim-cuda-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creating the simulated driver's directory");
-        let sim = SimDriver { dir };
-        let lib = sim.dir.join("libcuda.so.1");
+        // Test processes load a library from here: a directory nobody else can have made.
+        let sim = SimDriver { dir: PrivateDir::new("freight-sim-cuda") };
+        let lib = sim.dir.path().join("libcuda.so.1");
         let built = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()))
             .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o"])
             .arg(&lib)
@@ -44,25 +44,24 @@ impl SimDriver {
         let built = match built {
             Ok(out) => out,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "SKIPPED simulated CUDA driver: no C compiler (cc): {e}");
+                skip("the simulated CUDA driver", Lack::Setup, &format!("no C compiler (cc): {e}"));
                 return None;
             }
             Err(e) => panic!("running cc: {e}"),
         };
         assert!(built.status.success(), "building {SOURCE} failed:\n{}", String::from_utf8_lossy(&built.stderr));
-        std::os::unix::fs::symlink("libcuda.so.1", sim.dir.join("libcuda.so")).expect("linking libcuda.so");
+        std::os::unix::fs::symlink("libcuda.so.1", sim.dir.path().join("libcuda.so")).expect("linking libcuda.so");
         Some(sim)
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// `LD_LIBRARY_PATH` for a process that must load the simulated driver:
     /// its directory first, then the current value.
     pub fn library_path(&self) -> std::ffi::OsString {
-        let mut path = self.dir.as_os_str().to_owned();
+        let mut path = self.dir.path().as_os_str().to_owned();
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
             path.push(":");
             path.push(old);
@@ -86,11 +85,5 @@ impl SimDriver {
     /// Runs [`SimDriver::command`] to its end.
     pub fn run(&self, exe: &Path, args: &[&str]) -> Output {
         self.command(exe, args).output().expect("running a test binary against the simulated driver")
-    }
-}
-
-impl Drop for SimDriver {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

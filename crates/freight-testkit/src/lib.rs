@@ -1,0 +1,97 @@
+//! What freight's tests share: how a test that cannot run on this machine says so.
+//!
+//! libtest captures what `eprintln!` prints, so a skip reported that way vanishes from a
+//! green run. [`skip`] writes to the process's stderr directly, which libtest does not
+//! capture: the line is in every log, CI's included. And under `make test`
+//! (`FREIGHT_TEST_STRICT=1`, as CI runs it) a test may skip only for what a machine truly
+//! lacks, a GPU ([`Lack::Gpu`]); any other reason fails the test, so that a broken install
+//! step cannot turn a suite green by skipping it.
+//!
+//! ```
+//! use freight_testkit::{skip, Lack};
+//!
+//! fn can_make_namespaces() -> bool { true }
+//!
+//! if !can_make_namespaces() {
+//!     return skip("two_hosts", Lack::Setup, "needs root for `unshare --net`");
+//! }
+//! ```
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// The environment variable that makes every skip but a GPU's a failure.
+pub const STRICT_VAR: &str = "FREIGHT_TEST_STRICT";
+
+/// Why a test cannot run here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lack {
+    /// No usable CUDA device: the one reason a strict run accepts.
+    Gpu,
+    /// Something `make test` installs or CI provides (root, namespaces, a compiler, an
+    /// interpreter): a strict run fails instead.
+    Setup,
+    /// The user asked for the skip with a `FREIGHT_SKIP_*` variable: a strict run fails too,
+    /// since CI sets none.
+    OptedOut,
+}
+
+/// Whether this run is strict (`FREIGHT_TEST_STRICT=1`).
+pub fn strict() -> bool {
+    std::env::var_os(STRICT_VAR).is_some_and(|v| v == "1")
+}
+
+/// Reports that `test` cannot run here and why: `SKIPPED <test>: <why>` on the real stderr.
+/// In a strict run it panics unless `lack` is [`Lack::Gpu`].
+#[track_caller]
+pub fn skip(test: &str, lack: Lack, why: &str) {
+    if strict() && lack != Lack::Gpu {
+        panic!("{test} cannot run here: {why} ({STRICT_VAR}=1: only a missing GPU may skip a test)");
+    }
+    // Not `eprintln!`: libtest captures that, and the skip would not show.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// A directory of this user's only (mode 0700) with a random name under the temporary
+/// directory, made by `mkdtemp(3)` — never one that existed before, which a predictable
+/// `/tmp/<name>-<pid>` could be — and removed with everything in it when dropped.
+///
+/// ```
+/// let dir = freight_testkit::PrivateDir::new("freight-doc");
+/// std::fs::write(dir.path().join("x"), b"1").unwrap();
+/// let path = dir.path().to_path_buf();
+/// drop(dir);
+/// assert!(!path.exists());
+/// ```
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Makes `<tmp>/<prefix>-XXXXXX`; panics (it is for tests) when it cannot.
+    #[track_caller]
+    pub fn new(prefix: &str) -> PrivateDir {
+        let template = std::env::temp_dir().join(format!("{prefix}-XXXXXX"));
+        let mut bytes = template.as_os_str().as_bytes().to_vec();
+        bytes.push(0);
+        // SAFETY: `bytes` is a NUL-terminated, writable template that mkdtemp fills in place.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        assert!(!made.is_null(), "mkdtemp {}: {}", template.display(), std::io::Error::last_os_error());
+        bytes.pop();
+        PrivateDir { path: PathBuf::from(OsString::from_vec(bytes)) }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
