@@ -172,6 +172,15 @@ pub enum LoanError {
     /// Shared memory could not be lent.
     #[error("shared memory: {0}")]
     SharedMemory(String),
+    /// The process could not allocate an in-process frame.
+    #[error("cannot allocate a frame of {len} bytes")]
+    OutOfMemory {
+        /// Bytes asked for.
+        len: usize,
+        /// What the allocator said.
+        #[source]
+        source: std::collections::TryReserveError,
+    },
 }
 
 /// Publishing failed.

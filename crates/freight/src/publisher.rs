@@ -166,17 +166,18 @@ struct Layout {
     total: usize,
 }
 
-fn layout(meta_len: usize, in_frame_lens: &[usize]) -> Layout {
-    let mut at = (HEADER_LEN + meta_len).next_multiple_of(DATA_ALIGN);
-    let slots = in_frame_lens
-        .iter()
-        .map(|len| {
-            let s = at;
-            at = (at + len).next_multiple_of(DATA_ALIGN);
-            s
-        })
-        .collect();
-    Layout { slots, total: at }
+/// The frame for a header, `meta_len` bytes of meta and the buffers stored in
+/// it, each 64-byte aligned; `None` when its size does not fit a `usize`
+/// (lengths come from users and, through `publish_copy`, from peers).
+fn layout(meta_len: usize, in_frame_lens: &[usize]) -> Option<Layout> {
+    let aligned = |n: usize| n.checked_next_multiple_of(DATA_ALIGN);
+    let mut at = aligned(HEADER_LEN.checked_add(meta_len)?)?;
+    let mut slots = Vec::with_capacity(in_frame_lens.len());
+    for &len in in_frame_lens {
+        slots.push(at);
+        at = aligned(at.checked_add(len)?)?;
+    }
+    Some(Layout { slots, total: at })
 }
 
 /// A heap frame that returns its memory to the publisher's pool when the last
@@ -426,8 +427,9 @@ impl<M: Message> Publisher<M> {
         let needs_host_copy = host_readers > 0 || inner.to_network();
         let in_frame: Vec<usize> =
             lens.iter().map(|&l| if inner.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
-        let lay = layout(inner.options.meta_reserve, &in_frame);
-        inner.check_size(lay.total)?;
+        // Device buffers live outside the frame, and count against the limit too.
+        inner.check_size(lens.iter().try_fold(0usize, |n, &l| n.checked_add(l)))?;
+        let lay = inner.frame_layout(inner.options.meta_reserve, &in_frame)?;
         let mut frame = inner.alloc_frame(route, lay.total)?;
         let mut buffers = Vec::with_capacity(lens.len());
         for (i, &len) in lens.iter().enumerate() {
@@ -557,8 +559,7 @@ impl<M: Message> Publisher<M> {
         let placeholder: Vec<Entry> =
             lens.iter().map(|_| Entry { kind: host.kind(), descriptor: placeholder.clone(), alt: None }).collect();
         let meta_len = with_meta(msg, &placeholder, |meta| Ok(meta.len()))?;
-        let lay = layout(meta_len, &lens);
-        inner.check_size(lay.total)?;
+        let lay = inner.frame_layout(meta_len, &lens)?;
         let mut frame = inner.alloc_frame(route, lay.total)?;
         let mut entries = Vec::with_capacity(sources.len());
         for (i, src) in sources.iter().enumerate() {
@@ -797,12 +798,22 @@ impl PublisherInner {
         ctx.backend(kind).expect("cpu and shm are always available")
     }
 
-    fn check_size(&self, total: usize) -> Result<(), LoanError> {
+    /// The layout of a frame, refused when it is larger than
+    /// `Limits::max_message_bytes`.
+    fn frame_layout(&self, meta_len: usize, in_frame_lens: &[usize]) -> Result<Layout, LoanError> {
+        let lay = layout(meta_len, in_frame_lens);
+        self.check_size(lay.as_ref().map(|l| l.total))?;
+        lay.ok_or(LoanError::TooLarge { len: usize::MAX, max: self.node.inner.ctx.inner.limits.max_message_bytes })
+    }
+
+    /// Refuses a message of `total` bytes over `Limits::max_message_bytes`;
+    /// `None` is a size past `usize::MAX`, refused as `usize::MAX`.
+    fn check_size(&self, total: Option<usize>) -> Result<(), LoanError> {
         let max = self.node.inner.ctx.inner.limits.max_message_bytes;
-        if total > max {
-            return Err(LoanError::TooLarge { len: total, max });
+        match total {
+            Some(len) if len <= max => Ok(()),
+            len => Err(LoanError::TooLarge { len: len.unwrap_or(usize::MAX), max }),
         }
-        Ok(())
     }
 
     /// The frame to send now. A loan taken while every subscriber was in this
@@ -832,6 +843,9 @@ impl PublisherInner {
                     at.map(|i| pool.swap_remove(i))
                 };
                 let mut v = reused.unwrap_or_default();
+                // A failed allocation is an error to the caller, not an abort.
+                v.try_reserve_exact(total.saturating_sub(v.len()))
+                    .map_err(|source| LoanError::OutOfMemory { len: total, source })?;
                 v.resize(total, 0);
                 Ok(FrameMut::Heap(v))
             }

@@ -11,6 +11,7 @@ use freight::{
     BackendKind, BackendSet, Buffer, Context, ContextBuilder, CreateError, Executor, Limits, LoanError, PublishError,
     PublisherOptions, QoS, SubscriptionOptions, TakeError, Transport, WaitMode, WaitOutcome, WaitSet,
 };
+use freight_testkit::{skip, Lack};
 
 const T: Duration = Duration::from_secs(2);
 
@@ -253,6 +254,29 @@ fn bad_arguments_get_typed_errors() {
 }
 
 #[test]
+fn a_loan_size_that_would_wrap_around_is_refused_with_the_limit() {
+    // Before sizes were checked arithmetic, header + length wrapped to a small
+    // frame and the loan's slot reached past its end.
+    let n = node("wrap");
+    let t = topic("wrap");
+    let p = n.create_publisher::<Image>(&t, 5).unwrap();
+    let max = Limits::default().max_message_bytes;
+    for len in [usize::MAX, usize::MAX - 63, usize::MAX - 4096, max + 1] {
+        match p.loan(len) {
+            Err(LoanError::TooLarge { len: asked, max: limit }) => {
+                assert_eq!((asked, limit), (len, max), "the error names the size asked for and the limit");
+            }
+            other => panic!("loan({len}): expected TooLarge, got {other:?}"),
+        }
+    }
+    // The same with a subscription in this process (heap frames) and after it.
+    let _sub = n.create_subscription::<Image>(&t, 5).unwrap();
+    assert!(matches!(p.loan(usize::MAX), Err(LoanError::TooLarge { .. })));
+    let loan = p.loan(64).unwrap().write_from_fn(|i| i as u8);
+    p.publish(loan).unwrap();
+}
+
+#[test]
 fn a_loan_whose_buffer_was_swapped_is_refused() {
     let n = node("swap");
     let t = topic("swap");
@@ -434,7 +458,7 @@ fn a_publisher_of_a_backend_this_process_cannot_use_is_refused_with_the_reason()
     let t = topic("no_gpu");
     for kind in [BackendKind::Cuda, BackendKind::CudaHost] {
         if ctx.backend_available(kind).is_ok() {
-            eprintln!("SKIPPED for {kind}: this machine has a usable CUDA device");
+            skip(&format!("no_gpu ({kind})"), Lack::Gpu, "this machine has a usable CUDA device");
             continue;
         }
         let options = PublisherOptions { backend: kind, ..Default::default() };
