@@ -22,6 +22,12 @@ pub struct EndpointQos {
     pub transient_local: bool,
     /// Keep-last depth; `None` is keep-all.
     pub depth: Option<u32>,
+    /// With keep-all, the most samples the endpoint holds (RESOURCE_LIMITS
+    /// `max_samples`): a full reliable reader accepts no more until some are
+    /// taken, and the writer repairs them later, so a remote writer cannot
+    /// grow it without bound. `None`: unbounded, DDS's default. Ignored with
+    /// keep-last, whose depth bounds it.
+    pub max_samples: Option<u32>,
     /// Opaque bytes other participants see in discovery (the DDS USER_DATA policy).
     pub user_data: Vec<u8>,
 }
@@ -34,6 +40,7 @@ impl EndpointQos {
             max_blocking_time,
             transient_local: false,
             depth: Some(10),
+            max_samples: None,
             user_data: Vec::new(),
         }
     }
@@ -86,7 +93,13 @@ impl Qos {
                     dds::dds_history_kind_DDS_HISTORY_KEEP_LAST,
                     i32::try_from(n).unwrap_or(i32::MAX),
                 ),
-                None => dds::dds_qset_history(p, dds::dds_history_kind_DDS_HISTORY_KEEP_ALL, 0),
+                None => {
+                    dds::dds_qset_history(p, dds::dds_history_kind_DDS_HISTORY_KEEP_ALL, 0);
+                    if let Some(n) = q.max_samples {
+                        let n = i32::try_from(n).unwrap_or(i32::MAX);
+                        dds::dds_qset_resource_limits(p, n, dds::DDS_LENGTH_UNLIMITED, n);
+                    }
+                }
             }
             let xcdr1 = [dds::DDS_DATA_REPRESENTATION_XCDR1 as dds::dds_data_representation_id_t];
             dds::dds_qset_data_representation(p, 1, xcdr1.as_ptr());
@@ -165,4 +178,29 @@ pub(crate) unsafe fn reliability_durability(qos: *const dds::dds_qos_t) -> (bool
         rel == dds::dds_reliability_kind_DDS_RELIABILITY_RELIABLE,
         dur == dds::dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The RESOURCE_LIMITS policy Cyclone holds for `q`: (max_samples, max_instances,
+    /// max_samples_per_instance), or `None` when it is not set.
+    fn resource_limits(q: &EndpointQos) -> Option<(i32, i32, i32)> {
+        let qos = Qos::endpoint(q);
+        let (mut samples, mut instances, mut per_instance) = (0, 0, 0);
+        // SAFETY: a valid QoS object and three places to write to.
+        let set = unsafe { dds::dds_qget_resource_limits(qos.0, &mut samples, &mut instances, &mut per_instance) };
+        set.then_some((samples, instances, per_instance))
+    }
+
+    #[test]
+    fn keep_all_is_bounded_when_asked_and_keep_last_by_its_depth() {
+        let keep_all = EndpointQos { depth: None, max_samples: Some(16), ..EndpointQos::reliable(Duration::ZERO) };
+        assert_eq!(resource_limits(&keep_all), Some((16, dds::DDS_LENGTH_UNLIMITED, 16)));
+        let unbounded = EndpointQos { depth: None, ..EndpointQos::reliable(Duration::ZERO) };
+        assert_eq!(resource_limits(&unbounded), None);
+        let keep_last = EndpointQos { max_samples: Some(16), ..EndpointQos::reliable(Duration::ZERO) };
+        assert_eq!(resource_limits(&keep_last), None);
+    }
 }

@@ -126,9 +126,12 @@ pub fn dds_topic_name(topic: &str) -> String {
 }
 
 /// ROS 2 QoS in DDS terms, as rmw_cyclonedds maps it; a reliable writer
-/// blocks at most the QoS's `max_blocking_time`.
-fn endpoint_qos(qos: &QoS, tag: &PeerTag) -> EndpointQos {
+/// blocks at most the QoS's `max_blocking_time`. Keep-all holds at most
+/// `max_depth` samples (`Limits::max_depth`, as a local keep-all queue), where
+/// rmw_cyclonedds leaves Cyclone's unbounded default.
+fn endpoint_qos(qos: &QoS, tag: &PeerTag, max_depth: usize) -> EndpointQos {
     EndpointQos {
+        max_samples: Some(u32::try_from(max_depth).unwrap_or(u32::MAX)),
         reliable: qos.reliability == Reliability::Reliable,
         max_blocking_time: qos.max_blocking_time,
         transient_local: qos.durability == Durability::TransientLocal,
@@ -166,7 +169,7 @@ impl NetworkWriter {
         let writer = participant.create_writer(
             &dds_topic_name(topic),
             type_name,
-            &endpoint_qos(qos, tag),
+            &endpoint_qos(qos, tag, node.context().inner.limits.max_depth),
             Box::new(move || flag.store(true, Ordering::Release)),
         )?;
         let in_graph = node.context().inner.ros_graph.add_endpoint(&node.graph_key(), writer.guid(), true);
@@ -224,7 +227,7 @@ impl NetworkReader {
         let reader = participant.create_reader(
             &dds_topic_name(topic),
             type_name,
-            &endpoint_qos(qos, tag),
+            &endpoint_qos(qos, tag, node.context().inner.limits.max_depth),
             Box::new(move || {
                 flag.store(true, Ordering::Release);
                 wake();
