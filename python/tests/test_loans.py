@@ -6,6 +6,8 @@ the loan's address.
 """
 
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -70,7 +72,7 @@ def test_a_loan_published_is_received_without_a_copy_and_turns_read_only(pubsub)
 
     msg = take(sub)
     assert msg.data.tolist() == list(range(20))
-    assert array_address(msg.data) == array_address(arr)  # the subscriber views the loan itself
+    assert array_address(msg.data) == arr.base.address  # the subscriber views the loan itself
     assert msg.data.flags.writeable is False
 
 
@@ -86,7 +88,7 @@ def test_an_image_loan_keeps_its_pixels_and_small_fields(node, topic):
     assert (msg.height, msg.width, msg.encoding, msg.step) == (2, 3, "rgba8", 12)
     assert (msg.header.frame_id, msg.header.stamp.sec) == ("cam", 42)
     assert msg.data.reshape(2, 3, 4).tolist() == np.arange(24).reshape(2, 3, 4).tolist()
-    assert array_address(msg.data) == array_address(frame)
+    assert array_address(msg.data) == frame.base.address
 
 
 def test_a_loan_of_another_dtype_is_received_as_its_bytes(pubsub):
@@ -123,7 +125,7 @@ def test_a_uint64_loan_is_received_as_uint64(node, topic):
     msg = take(sub)
     assert msg.data.dtype == np.uint64
     assert msg.data.tolist() == [0, 2**63, 2**64 - 1]
-    assert array_address(msg.data) == array_address(words)
+    assert array_address(msg.data) == words.base.address
 
 
 def test_publishing_the_same_loan_twice_raises_loan_error(pubsub):
@@ -162,10 +164,11 @@ def test_a_view_of_a_loan_is_published_by_copy_and_the_loan_stays_usable(pubsub,
     assert arr.base.published is False
     assert arr.flags.writeable
     arr[:] = 9
+    del view  # else it could write after publish, and the loan would go by copy
     pub.publish(UInt8MultiArray(data=arr))
     again = take(sub)
     assert again.data.tolist() == [9] * 8
-    assert array_address(again.data) == array_address(arr)
+    assert array_address(again.data) == arr.base.address
 
 
 def test_another_publishers_loan_is_published_by_copy(node, topic):
@@ -180,7 +183,7 @@ def test_another_publishers_loan_is_published_by_copy(node, topic):
     assert array_address(msg.data) != array_address(arr)
     assert arr.base.published is False and arr.flags.writeable
     other.publish(UInt8MultiArray(data=arr))  # its own publisher still sends it without a copy
-    assert array_address(take(sub).data) == array_address(arr)
+    assert array_address(take(sub).data) == arr.base.address
 
 
 def test_a_loan_for_another_message_type_is_published_by_copy(node, topic):
@@ -286,11 +289,13 @@ def test_loans_dropped_without_publishing_do_not_break_the_next_ones(pubsub):
     pub.publish(UInt8MultiArray(data=last))
     msg = take(sub)
     assert msg.data.tolist() == [77] * 16
-    assert array_address(msg.data) == array_address(last)
-    for k, arr in enumerate(kept):
+    assert array_address(msg.data) == last.base.address
+    for k in range(len(kept)):
+        arr = kept.pop(0)  # referred to by this variable only: sent without a copy
         arr[:] = k
         pub.publish(UInt8MultiArray(data=arr))
-        assert take(sub).data.tolist() == [k] * 64
+        msg = take(sub)
+        assert msg.data.tolist() == [k] * 64 and array_address(msg.data) == arr.base.address
 
 
 def test_a_loan_outlives_its_publisher_object(node, topic):
@@ -319,3 +324,56 @@ def test_a_loan_is_writable_by_numpy_functions_in_place(pubsub):
     np.multiply(arr, 7, out=arr)
     pub.publish(UInt8MultiArray(data=arr))
     assert take(sub).data.reshape(3, 3).tolist() == (np.eye(3) * 7).astype(int).tolist()
+
+
+CRASH_SCRIPT = """
+import numpy as np, freight
+from freight.msgs.std_msgs import UInt8MultiArray
+freight.init(local_only=True)
+node = freight.create_node("kept_loans")
+pub = node.create_publisher(UInt8MultiArray, "/kept_loans", 16)
+sub = node.create_subscription(UInt8MultiArray, "/kept_loans", None, 16)
+kept = []
+for k in range(8):
+    arr = pub.loan(1 << 20, np.uint8)
+    arr[:] = k + 1
+    pub.publish(UInt8MultiArray(data=arr))
+    kept.append(arr)
+for _ in range(8):
+    assert sub.take(timeout_sec=2.0) is not None
+# The frames went back to the publisher's pool; the next, larger loan reuses or frees them.
+pub.loan(4 << 20, np.uint8)
+print(sorted({int(a.max()) for a in kept}), all(not a.flags.writeable for a in kept))
+"""
+
+
+def test_published_loan_arrays_kept_after_their_memory_went_back_read_zeros_not_freed_memory():
+    # Before, reading these arrays read memory the pool had freed: SIGSEGV (rc 139).
+    out = subprocess.run([sys.executable, "-c", CRASH_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"rc {out.returncode}\n{out.stdout}\n{out.stderr}"
+    assert out.stdout.split() == ["[0]", "True"], out.stdout
+
+
+def test_a_loan_with_another_view_alive_is_published_by_copy_with_a_warning(pubsub):
+    pub, sub = pubsub
+    arr = pub.loan(8, np.uint8)
+    image = arr.reshape(2, 4)  # written through, and still alive at publish
+    image[:] = 7
+    with pytest.warns(RuntimeWarning, match="1 more place"):
+        pub.publish(UInt8MultiArray(data=arr))
+    image[:] = 9  # may write: the subscribers got a copy
+    msg = take(sub)
+    assert msg.data.tolist() == [7] * 8 and array_address(msg.data) != arr.base.address
+    assert arr.base.published is False and arr.flags.writeable
+
+
+def test_a_view_of_a_published_loan_reads_zeros_and_is_not_published_again(pubsub):
+    pub, sub = pubsub
+    arr = pub.loan(8, np.uint8)
+    arr[:] = 5
+    pub.publish(UInt8MultiArray(data=arr))
+    later = arr.reshape(2, 4)
+    assert later.tolist() == [[0] * 4] * 2 and not later.flags.writeable
+    with pytest.raises(freight.LoanError, match="already published"):
+        pub.publish(UInt8MultiArray(data=later))
+    assert take(sub).data.tolist() == [5] * 8

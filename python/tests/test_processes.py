@@ -170,11 +170,13 @@ def test_loan_taken_before_a_subscriber_process_appeared_reaches_it_in_shared_me
         while pub.get_subscription_count() != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert pub.get_subscription_count() == 1
-        for k, data in enumerate([early, pub.loan(100, np.uint8)]):
-            support.fill_pattern(data, k)
-            msg = UInt8MultiArray(data=data)
+        messages = [UInt8MultiArray(data=early), UInt8MultiArray(data=pub.loan(100, np.uint8))]
+        del early  # the messages alone refer to the loans: they are published without a copy
+        for k, msg in enumerate(messages):
+            support.fill_pattern(msg.data, k)
             msg.layout.data_offset = k
             pub.publish(msg)
+            assert msg.data.base.published, f"loan {k} was published by copy"
         # Message 0 arrives first, and like message 1 as a view of shared memory:
         # the early loan lived on the heap and was moved to shared memory once,
         # at publish; the subscriber must not copy it out again.

@@ -308,6 +308,52 @@ pub(crate) struct LoanLayout {
     pub(crate) device: (i32, i32),
 }
 
+/// Read-only pages of zeros, as many as a published loan had: an anonymous
+/// private mapping, which costs no memory (reads see the kernel's one zero
+/// page). A published loan's array is pointed here, because the loan's memory
+/// now belongs to the subscribers and returns to the publisher's pool when they
+/// release it, to be lent again, or unmapped: the array must neither write it
+/// nor read it.
+pub(crate) struct ZeroPages {
+    ptr: ptr::NonNull<libc::c_void>,
+    len: usize,
+}
+
+// SAFETY: a read-only mapping owned by this value alone; nothing writes it.
+unsafe impl Send for ZeroPages {}
+// SAFETY: as above; sharing it only shares reads of zeros.
+unsafe impl Sync for ZeroPages {}
+
+impl ZeroPages {
+    fn new(len: usize) -> PyResult<ZeroPages> {
+        // SAFETY: a new anonymous mapping; no existing memory is touched.
+        let ptr = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(error(Kind::Loan, format!("cannot map {len} bytes for a published loan's array: {e}")));
+        }
+        let ptr = ptr::NonNull::new(ptr).ok_or_else(|| error(Kind::Loan, "mmap returned a null mapping"))?;
+        Ok(ZeroPages { ptr, len })
+    }
+}
+
+impl Drop for ZeroPages {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once. Arrays over it are
+        // gone: it is dropped with the loan object they all reference (their base).
+        unsafe { libc::munmap(self.ptr.as_ptr(), self.len) };
+    }
+}
+
 /// Writable memory lent by a publisher, not yet published.
 #[pyclass(frozen, module = "freight", name = "LoanedBuffer")]
 pub(crate) struct LoanedBuffer {
@@ -319,6 +365,33 @@ pub(crate) struct LoanedBuffer {
     pub(crate) ptr: usize,
     pub(crate) len: usize,
     pub(crate) layout: LoanLayout,
+    /// What the published array reads instead of the loan's memory.
+    pub(crate) retired: Mutex<Option<ZeroPages>>,
+}
+
+impl LoanedBuffer {
+    /// Once the loan is published: points `array` (the array `loan()` returned,
+    /// or a reshape of it, over all of this loan's memory) at read-only zeros
+    /// and clears its WRITEABLE flag, which numpy will not set again (its base,
+    /// this object, exports no writable buffer).
+    pub(crate) fn retire(&self, array: &Bound<'_, PyUntypedArray>) -> PyResult<()> {
+        let pages = if self.len > 0 { Some(ZeroPages::new(self.len)?) } else { None };
+        let raw = array.as_array_ptr();
+        // SAFETY: a live array whose memory is this loan's `len` bytes
+        // (checked by the caller); the new data pointer has as many readable
+        // bytes, which live as long as this object, the array's base. numpy
+        // reads `data` afresh on each access. An empty array keeps numpy's
+        // placeholder address.
+        unsafe {
+            if let Some(p) = &pages {
+                (*raw).fields.data = p.ptr.as_ptr().cast();
+            }
+            (*raw).fields.flags &= !npyffi::NPY_ARRAY_WRITEABLE;
+        }
+        let mut retired = self.retired.lock().map_err(|_| error(Kind::Loan, "a loan's lock was poisoned"))?;
+        *retired = pages;
+        Ok(())
+    }
 }
 
 #[pymethods]

@@ -14,9 +14,9 @@ use freight::{
     SubscriptionOptions, WaitOutcome, WaitSet,
 };
 use freight_msg::ElementInfo;
-use numpy::npyffi::{self, npy_intp};
+use numpy::npyffi::npy_intp;
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeWarning, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -345,6 +345,14 @@ pub(crate) trait AnyPublisher: Send + Sync {
 /// The loan behind `values` when they are exactly one whole loan of `me`: the
 /// numpy array `loan()` returned, a `LoanedBuffer`, or a tensor (torch, CuPy)
 /// over the whole memory of one of `me`'s loans.
+///
+/// A loan array is sent without a copy only when nothing but the message and
+/// one variable refers to it, and nothing but the array to the loan object:
+/// a view of the array (which holds it as its base) or an export of the loan
+/// would still write into memory that belongs to the subscribers once it is
+/// published, and read it after they gave it back. Otherwise the message is
+/// published by copy, with a warning that says why, and the loan stays the
+/// caller's. The published array itself is pointed at read-only zeros.
 fn adopt_loan<M: PyMessage>(
     py: Python<'_>,
     values: &[Bound<'_, PyAny>],
@@ -353,20 +361,49 @@ fn adopt_loan<M: PyMessage>(
     let [value] = values else { return Ok(None) };
     let publisher = me.get();
     let array = value.cast::<PyUntypedArray>().ok();
+    let mut retire = None;
     let cell = if let Some(array) = array {
         // SAFETY: a live array; its base is a borrowed reference or null.
         let base = unsafe { (*array.as_array_ptr()).fields.base };
         // SAFETY: non-null and owned by the array, which outlives this borrow.
         let base = (!base.is_null()).then(|| unsafe { Bound::from_borrowed_ptr(py, base) });
+        if loan_under(py, array).is_some_and(|owner| owner.get().published()) {
+            // The published array, or a view made of it since: it reads zeros now.
+            return Err(error(Kind::Loan, "this loan was already published; call loan() again for the next message"));
+        }
         let (addr, nbytes) = contiguous_memory(array);
         match base.as_ref().and_then(|b| b.cast::<LoanedBuffer>().ok()) {
-            // The array `loan()` returned, or a reshape of it; another
+            // The array `loan()` returned; a view of it (numpy 2 makes the
+            // array its base), another
             // publisher's loan, or a part of this one, is published by copy.
             // (numpy holds a placeholder address for an empty loan.)
-            Some(lent) => {
-                let lent = lent.get();
+            Some(holder) => {
+                let lent = holder.get();
                 let same_memory = nbytes == lent.len && (lent.len == 0 || addr == lent.ptr);
-                (lent.publisher.bind(py).is(me) && array.is_c_contiguous() && same_memory).then(|| lent.loan.clone())
+                let whole = lent.publisher.bind(py).is(me) && array.is_c_contiguous() && same_memory;
+                // What may still write into the loan after publish: other
+                // views of the array (each holds it as its base) and exports
+                // of the loan object. They cannot be told apart from other
+                // references, so any reference beyond those expected counts:
+                // the array's from the message, `values` and one variable of
+                // the caller; the loan object's from the array and `base`.
+                // SAFETY: live objects; their reference counts are only read.
+                let (array_refs, holder_refs) =
+                    unsafe { (pyo3::ffi::Py_REFCNT(array.as_ptr()), pyo3::ffi::Py_REFCNT(holder.as_ptr())) };
+                let others = (array_refs as usize).saturating_sub(3) + (holder_refs as usize).saturating_sub(2);
+                if whole && others > 0 {
+                    let text = format!(
+                        "publish() copied this loan: its array is referenced from {others} more place(s) than \
+                         the message and one variable (a view of it, an export, another name, a container), \
+                         and a view would write into the subscribers' memory after publish; keep only the \
+                         message and one variable referring to it to send it without a copy"
+                    );
+                    PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &std::ffi::CString::new(text)?, 2)?;
+                }
+                (whole && others == 0).then(|| {
+                    retire = Some((holder.clone(), array.clone()));
+                    lent.loan.clone()
+                })
             }
             None => None,
         }
@@ -383,14 +420,33 @@ fn adopt_loan<M: PyMessage>(
     };
     let loan =
         loan.downcast::<LoanUninit<M>>().map_err(|_| error(Kind::Loan, "the loan is of another message type"))?;
-    if let Some(array) = array {
-        // The memory now belongs to the subscribers: the array that was
-        // published may no longer write to it. (A tensor has no such flag.)
-        // SAFETY: clearing WRITEABLE on a live array is what numpy's
-        // PyArray_CLEARFLAGS does.
-        unsafe { (*array.as_array_ptr()).fields.flags &= !npyffi::NPY_ARRAY_WRITEABLE };
+    if let Some((holder, array)) = retire {
+        // The memory now belongs to the subscribers. (A tensor has no flag to clear.)
+        holder.get().retire(&array)?;
     }
     Ok(Some(*loan))
+}
+
+/// The loan object at the end of `array`'s chain of bases (views of views of
+/// a loan array), if there is one.
+fn loan_under<'py>(py: Python<'py>, array: &Bound<'py, PyUntypedArray>) -> Option<Bound<'py, LoanedBuffer>> {
+    let mut next = array.as_array_ptr();
+    // numpy 2 chains a view to the array it was made from; a chain this long
+    // is no loan's.
+    for _ in 0..64 {
+        // SAFETY: a live array (the first is borrowed, each next is owned by the one before).
+        let base = unsafe { (*next).fields.base };
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, owned by the array that refers to it.
+        let base = unsafe { Bound::from_borrowed_ptr(py, base) };
+        match base.cast_into::<PyUntypedArray>() {
+            Ok(array) => next = array.as_array_ptr(),
+            Err(e) => return e.into_inner().cast_into::<LoanedBuffer>().ok(),
+        }
+    }
+    None
 }
 
 /// The stream a publisher's GPU writes were submitted to when `publish` was
@@ -544,6 +600,7 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
                 dtype: DLDataType::of(element),
                 device: CPU_DEVICE,
             },
+            retired: Mutex::new(None),
         };
         let holder = Bound::new(py, lent)?;
         view(py, holder.into_any(), Memory { ptr, len, writable: true }, &dims, descr)
@@ -618,6 +675,7 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
             ptr,
             len,
             layout: LoanLayout { shape: dims, dtype: dl, device },
+            retired: Mutex::new(None),
         };
         Bound::new(py, lent)
     }
@@ -645,8 +703,10 @@ impl Publisher {
     /// Sends `msg` to every subscription of the topic. Its `data` is sent
     /// without a copy when it is this publisher's loan: the array `loan()`
     /// returned, the tensor `loan_tensor()` returned (or any tensor over that
-    /// whole memory), or the `LoanedBuffer` of `loan_buffer()`. Any other
-    /// host array-like is copied once; other device memory is refused.
+    /// whole memory), or the `LoanedBuffer` of `loan_buffer()`. A loan array
+    /// that something else still refers to (a view, an export, a second name)
+    /// is copied, with a `RuntimeWarning`; a published loan array reads zeros.
+    /// Any other host array-like is copied once; other device memory is refused.
     ///
     /// `stream`: for a loan on a CUDA device, the stream (an int `CUstream`, a
     /// `torch.cuda.Stream`, a `cupy.cuda.Stream`) the kernels that wrote it
