@@ -522,6 +522,7 @@ impl Context {
             .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
             .create::<Ipc>()
             .map_err(|e| ContextError::SharedMemory(format!("{e:?}")))?;
+        crate::process::add_own_node(iox.id().value());
         let in_graph = self.inner.ros_graph.add_node((namespace.clone(), name.to_string()));
         Ok(Node {
             inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox, _in_graph: in_graph }),
@@ -536,6 +537,12 @@ pub(crate) struct NodeInner {
     pub(crate) iox: iceoryx2::node::Node<Ipc>,
     /// Keeps the node in the ROS graph (`ros_discovery_info`) while it lives.
     _in_graph: Registration,
+}
+
+impl Drop for NodeInner {
+    fn drop(&mut self) {
+        crate::process::remove_own_node(self.iox.id().value());
+    }
 }
 
 /// A node: a named participant that owns publishers and subscriptions.

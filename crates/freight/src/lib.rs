@@ -46,6 +46,7 @@ mod loan;
 pub mod names;
 mod negotiation;
 pub mod network;
+mod process;
 mod publisher;
 pub mod qos;
 mod ros_discovery;

@@ -40,6 +40,7 @@ use crate::frame::{encode_meta, retag, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
 use crate::negotiation::{is_device_pool, takes_device_memory};
 use crate::network::{NetworkWriter, PeerTag};
+use crate::process::{dead_nodes, is_own_node};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
 
@@ -88,7 +89,16 @@ pub(crate) enum Route {
 
 /// The topic's subscribers as last read from the service, by iceoryx2 port id
 /// (the backpressure handler looks receivers up by it).
-type Subscribers = std::collections::HashMap<u128, SubscriberAd>;
+type Subscribers = std::collections::HashMap<u128, Subscriber>;
+
+/// A subscriber in shared memory, as the last read of the service found it.
+#[derive(Debug, Clone, Copy)]
+struct Subscriber {
+    ad: SubscriberAd,
+    /// Whether `ad.pid` names its process in this pid namespace (it was alive
+    /// here when its node was): only then does `kill(pid, 0)` say it died.
+    pid_here: bool,
+}
 
 /// What every publish needs to know about the subscribers, readable without a
 /// lock; the `Subscribers` map behind its mutex is only touched when they change.
@@ -297,11 +307,12 @@ impl<M: Message> Publisher<M> {
             let reliability = qos.reliability;
             let max_wait = qos.max_blocking_time;
             move |info: &BackpressureInfo| -> BackpressureAction {
-                let theirs = lock(&subscribers).get(&info.receiver_port_id).copied();
+                let found = lock(&subscribers).get(&info.receiver_port_id).copied();
+                let theirs = found.map(|s| s.ad);
                 let skip = reliability == Reliability::BestEffort
                     || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
                     // A subscriber whose process died never makes room: do not wait for it.
-                    || theirs.is_some_and(|s| !crate::clock::process_alive(s.pid));
+                    || found.is_some_and(|s| s.pid_here && !crate::clock::process_alive(s.ad.pid));
                 if !skip && info.elapsed_time < max_wait {
                     std::thread::yield_now();
                     return BackpressureAction::Retry;
@@ -700,15 +711,27 @@ impl PublisherInner {
     }
 
     fn read_subscribers(&self, n: usize, now_ms: u64) {
-        let mut subs = Subscribers::with_capacity(n);
+        // Each subscriber with the iceoryx2 node it belongs to: that, not its
+        // pid, says whether it is in this process and alive (see `process`).
+        let mut found = Vec::with_capacity(n);
         self.services.data.dynamic_config().list_subscribers(|d| {
             if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
-                subs.insert(d.subscriber_id.value(), ad);
+                found.push((d.subscriber_id.value(), ad, d.node_id.value()));
             }
             CallbackProgression::Continue
         });
-        let before = subs.len();
-        subs.retain(|_, s| crate::clock::process_alive(s.pid));
+        let before = found.len();
+        if found.iter().any(|&(_, _, node)| !is_own_node(node)) {
+            let dead = dead_nodes(self.node.inner.iox.config());
+            found.retain(|(_, _, node)| !dead.contains(node));
+        }
+        let any_remote = found.iter().any(|&(_, _, node)| !is_own_node(node));
+        let subs: Subscribers = found
+            .into_iter()
+            .map(|(id, ad, node)| {
+                (id, Subscriber { ad, pid_here: is_own_node(node) || crate::clock::process_alive(ad.pid) })
+            })
+            .collect();
         if subs.len() < before {
             // A subscriber died: have iceoryx2 remove its ports and give
             // back the samples it held, and the device pool its holds.
@@ -719,8 +742,8 @@ impl PublisherInner {
         }
         self.note_other_devices(&subs);
         let summary = &self.summary;
-        summary.any_remote.store(subs.values().any(|s| s.pid != self.pid), Ordering::Release);
-        summary.any_blocking.store(subs.values().any(|s| s.wait == WaitMode::Block), Ordering::Release);
+        summary.any_remote.store(any_remote, Ordering::Release);
+        summary.any_blocking.store(subs.values().any(|s| s.ad.wait == WaitMode::Block), Ordering::Release);
         summary.read_at_ms.store(now_ms, Ordering::Relaxed);
         summary.count.store(n, Ordering::Release);
         *lock(&self.subscribers) = subs;
@@ -749,7 +772,7 @@ impl PublisherInner {
         let kind = pool.kind();
         let mut noted = lock(&self.noted);
         noted.retain(|id| subs.contains_key(id));
-        for (id, ad) in subs {
+        for (id, Subscriber { ad, .. }) in subs {
             if ad.accepts.contains(kind) && !self.takes_pool_memory(ad, kind) && noted.insert(*id) {
                 let name = |t: Option<DeviceTag>| t.map_or_else(|| "none".to_string(), |t| t.short());
                 eprintln!(
@@ -774,7 +797,7 @@ impl PublisherInner {
         };
         match route {
             Route::Intra => split(&mut self.local.subscribers().iter().map(|q| q.ad)),
-            Route::Shm => split(&mut lock(&self.subscribers).values().copied()),
+            Route::Shm => split(&mut lock(&self.subscribers).values().map(|s| s.ad)),
         }
     }
 

@@ -195,8 +195,21 @@ struct Kid {
 impl Kid {
     /// Runs `test` (this binary's test of that name) as `role`, with `env`.
     fn spawn(test: &str, role: &str, env: &[(&str, &str)]) -> Kid {
+        Kid::spawn_under(&[], test, role, env)
+    }
+
+    /// As [`Kid::spawn`], the test binary run by `wrapper` (a command and its
+    /// arguments, e.g. `unshare ...`) when it is not empty.
+    fn spawn_under(wrapper: &[&str], test: &str, role: &str, env: &[(&str, &str)]) -> Kid {
         let exe = std::env::current_exe().expect("the test binary's path");
-        let mut cmd = Command::new(exe);
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         cmd.args([test, "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
             .env(CHILD_ENV, role)
             .env("RUST_BACKTRACE", "1")
@@ -586,6 +599,20 @@ fn run_child(role: &str) {
             let (cpu, wall) = (cpu_time() - c0, t0.elapsed());
             say(format!("IDLE {} {} {}", s.is_none(), cpu.as_micros(), wall.as_micros()));
         }
+        // Says its pid, waits for one subscription, publishes COUNT patterned
+        // 1 MiB loans.
+        "pid_pub" => {
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            say(format!("READY {}", std::process::id()));
+            wait_for_subscriptions(&p, 1);
+            let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            for k in 0..count {
+                let mut m = p.loan(1 << 20).unwrap().write_from_fn(|i| pat(k, i));
+                m.layout.data_offset = k;
+                p.publish(m).unwrap();
+            }
+            say("SENT");
+        }
         r => panic!("unknown child role {r}"),
     }
     wait_for_parent(&cmds);
@@ -850,6 +877,44 @@ fn shared_memory_delivers_across_processes_without_copy_and_with_changing_sizes(
         }
     }
     kid.finish();
+}
+
+/// Runs a process as pid 1 of a pid namespace of its own (`/dev/shm` and
+/// `/tmp/iceoryx2` stay shared), as a container with `--ipc=host` does.
+const OWN_PID_NAMESPACE: &[&str] = &["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"];
+
+#[test]
+fn processes_of_two_pid_namespaces_with_the_same_pid_exchange_over_shared_memory() {
+    const NAME: &str = "processes_of_two_pid_namespaces_with_the_same_pid_exchange_over_shared_memory";
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let possible = Command::new(OWN_PID_NAMESPACE[0])
+        .args(&OWN_PID_NAMESPACE[1..])
+        .arg("true")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !possible {
+        return freight_testkit::skip(NAME, freight_testkit::Lack::Setup, "`unshare --pid` needs root");
+    }
+    let _serial = serial();
+    let t = topic("pidns");
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str()), ("FREIGHT_TEST_COUNT", "3")];
+    // Both are pid 1. Before peers were told apart by their iceoryx2 node, the
+    // publisher took the subscriber for itself, kept its frames on its heap
+    // for "in-process" delivery, and the subscriber received nothing.
+    let mut sub = Kid::spawn_under(OWN_PID_NAMESPACE, NAME, "sizes_sub", &env);
+    sub.expect("READY", T);
+    let mut publisher = Kid::spawn_under(OWN_PID_NAMESPACE, NAME, "pid_pub", &env);
+    assert_eq!(publisher.expect("READY", T), ["1"], "the publisher is pid 1 of its namespace");
+    for k in 0..3 {
+        let got = sub.expect("GOT", T);
+        assert_eq!(got[..5], [k.to_string(), (1 << 20).to_string(), "true".into(), "shm".into(), "Shm".into()]);
+    }
+    publisher.expect("SENT", T);
+    sub.finish();
+    publisher.finish();
 }
 
 #[test]
