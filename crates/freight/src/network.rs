@@ -30,21 +30,32 @@ use crate::qos::{Durability, History, QoS, Reliability};
 use crate::ros_discovery::Registration;
 use crate::topic::lock;
 
-/// The identity of this host's shared memory: boot id and the device and inode
-/// of `/dev/shm`. Processes with equal ids reach each other's iceoryx2 services;
-/// two containers with private `/dev/shm` mounts are different hosts to freight,
-/// as they are to iceoryx2.
+/// The identity of this host's shared memory: boot id, and the device and
+/// inode of `/dev/shm` (iceoryx2's segments) and of iceoryx2's root directory
+/// (`/tmp/iceoryx2`: its service and node records). Processes with equal ids
+/// reach each other's iceoryx2 services; a process that shares one of the two
+/// but not the other (a container given the host's `/dev/shm` alone) reaches
+/// none, and is another host to freight, reached over the network plane.
 pub fn host_id() -> u64 {
     static ID: OnceLock<u64> = OnceLock::new();
-    *ID.get_or_init(|| {
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        let shm = std::fs::metadata("/dev/shm").map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            format!("{}:{}", m.dev(), m.ino())
-        });
-        let key = format!("{}|{}", boot.trim(), shm.unwrap_or_default());
-        freight_msg::message::fnv1a(key.as_bytes())
-    })
+    if let Some(id) = ID.get() {
+        return *id;
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let identity = |path: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).map(|m| format!("{}:{}", m.dev(), m.ino()))
+    };
+    let root = iceoryx2::config::Config::global_config().global.root_path().to_string();
+    let key =
+        format!("{}|{}|{}", boot.trim(), identity("/dev/shm").unwrap_or_default(), identity(&root).unwrap_or_default());
+    let id = freight_msg::message::fnv1a(key.as_bytes());
+    // iceoryx2 makes its root directory with the first node; until then the id
+    // is not final, and is not kept.
+    if identity(&root).is_ok() {
+        let _ = ID.set(id);
+    }
+    id
 }
 
 /// What a freight endpoint says of itself in its DDS USER_DATA, in ROS 2's

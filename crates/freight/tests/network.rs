@@ -113,13 +113,20 @@ impl Peer {
 
     /// A child in this test binary; `other_host` runs it with a private /dev/shm.
     fn freight(test: &str, role: &str, other_host: bool, topic: &str, count: usize) -> Peer {
+        Peer::freight_in(test, role, other_host.then_some(PRIVATE_SHM), topic, count)
+    }
+
+    /// As [`Peer::freight`], with `mounts` (a shell script ending in `exec
+    /// "$0" "$@"`) run first in a mount namespace of the peer's own.
+    fn freight_in(test: &str, role: &str, mounts: Option<&str>, topic: &str, count: usize) -> Peer {
         let exe = std::env::current_exe().expect("test binary");
-        let mut cmd = if other_host {
-            let mut c = Command::new("unshare");
-            c.args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM]).arg(exe);
-            c
-        } else {
-            Command::new(exe)
+        let mut cmd = match mounts {
+            Some(script) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "sh", "-c", script]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
         };
         cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env(ROLE, role)
@@ -180,6 +187,10 @@ impl Drop for Peer {
 /// records (/tmp/iceoryx2).
 const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
     mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+
+/// As [`PRIVATE_SHM`], iceoryx2's service records alone private: the host's
+/// /dev/shm stays shared, as in a container given only `--ipc=host`.
+const PRIVATE_IOX_ROOT: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
 
 /// Whether children can get a private /dev/shm here (root, mount namespaces).
 fn other_host_available() -> bool {
@@ -383,6 +394,34 @@ fn local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate() 
             assert_eq!(f[4], sha256(img.data.as_bytes().unwrap()), "frame {k} bytes differ via {transport}");
         }
     }
+}
+
+/// A process that shares /dev/shm with the publisher but not iceoryx2's
+/// records cannot be reached over shared memory: it is another host, and gets
+/// every frame over DDS. (Before the host id covered iceoryx2's root, it was
+/// taken for a local peer on both planes and received nothing.)
+#[test]
+fn a_subscriber_sharing_dev_shm_but_not_iceoryx2_records_gets_frames_over_the_network() {
+    const NAME: &str = "a_subscriber_sharing_dev_shm_but_not_iceoryx2_records_gets_frames_over_the_network";
+    if child(NAME) || !other_host_available() {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("split_root");
+    let n = 5;
+    let node = node("net_pub_split_root");
+    let publisher: Publisher<Image> = node.create_publisher(&topic, QoS::keep_last(16)).expect("publisher");
+    let sub = Peer::freight_in(NAME, "sub", Some(PRIVATE_IOX_ROOT), &topic, n);
+    sub.expect("READY");
+    wait_until("the subscriber matched over DDS", || publisher.network_subscription_count() == 1);
+    for k in 0..n {
+        publisher.publish_copy(&image(k, 320, 240)).expect("publish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lines = sub.finish();
+    let got: Vec<&String> = lines.iter().filter(|l| l.starts_with("GOT ")).collect();
+    assert_eq!(got.len(), n, "{lines:?}");
+    assert!(got.iter().all(|l| l.split(' ').nth(2) == Some("Network")), "{lines:?}");
 }
 
 /// A publisher on another host reaches a subscription here over DDS.
