@@ -1319,6 +1319,23 @@ fn reliable_queue_full_across_processes_is_a_typed_error_after_the_blocking_time
     assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(1), "waited {waited:?}");
     kid.finish();
 
+    // A long wait for a full queue does not spin: a second of it costs about
+    // 20 ms of CPU here (iceoryx2 paces the backpressure handler's retries).
+    let t = topic("queue_full_long_wait");
+    let long = QoS::keep_last(2).with_max_blocking_time(Duration::from_secs(1));
+    let p = n.create_publisher::<UInt8MultiArray>(&t, long).unwrap();
+    let mut kid = Kid::spawn(name, "idle_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "reliable2")]);
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    publish_tagged(&p, 0, 0).unwrap();
+    publish_tagged(&p, 0, 1).unwrap();
+    let (cpu0, start) = (cpu_time(), Instant::now());
+    assert!(matches!(publish_tagged(&p, 0, 2), Err(PublishError::QueueFull { .. })));
+    let (cpu, waited) = (cpu_time() - cpu0, start.elapsed());
+    assert!(waited >= Duration::from_secs(1), "waited {waited:?}");
+    assert!(cpu < Duration::from_millis(300), "waiting {waited:?} for room cost {cpu:?} of CPU");
+    kid.finish();
+
     let t = topic("queue_full_best_effort");
     let p = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
     let mut kid = Kid::spawn(name, "idle_sub", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_QOS", "besteffort2")]);
