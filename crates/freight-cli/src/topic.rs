@@ -152,9 +152,9 @@ pub fn run(cmd: TopicCommand) -> Result<(), String> {
         TopicCommand::List { show_types, domain } => {
             for t in inspector(&domain)?.topic_names_and_types().map_err(|e| e.to_string())? {
                 if show_types {
-                    println!("{} [{}]", t.name, t.type_name);
+                    println!("{} [{}]", shown(&t.name), shown(&t.type_name));
                 } else {
-                    println!("{}", t.name);
+                    println!("{}", shown(&t.name));
                 }
             }
             Ok(())
@@ -198,9 +198,22 @@ fn graph_of(node: &Node, topic: &str) -> Result<TopicGraph, String> {
         .ok_or_else(|| format!("topic {topic} does not exist in this domain; see `freight topic list`"))
 }
 
+/// `text` with its control characters escaped (`\u{1b}`): topic, type, node
+/// and host names come from other processes and the network, and a terminal
+/// would act on an escape sequence in them.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect::<String>()
+        .into()
+}
+
 fn print_info(g: &TopicGraph, verbose: bool) {
     let count = |k| g.endpoints.iter().filter(|e| e.kind == k).count();
-    println!("Type: {}", g.topic.type_name);
+    println!("Type: {}", shown(&g.topic.type_name));
     println!("Publisher count: {}", count(EndpointKind::Publisher));
     println!("Subscription count: {}", count(EndpointKind::Subscription));
     if !verbose {
@@ -252,9 +265,9 @@ fn echo_header(info: &MessageInfo, buffers: usize) -> String {
 
 fn print_endpoint(i: usize, e: &Endpoint) {
     let kind = if e.kind == EndpointKind::Publisher { "PUBLISHER" } else { "SUBSCRIPTION" };
-    println!("[{i}] Node name: {}", e.node);
+    println!("[{i}] Node name: {}", shown(&e.node));
     println!("    Endpoint type: {kind}");
-    println!("    Host: {}  Process id: {}", e.host, e.pid);
+    println!("    Host: {}  Process id: {}", shown(&e.host), e.pid);
     match (e.over_network, e.freight) {
         (false, _) => println!("    Reached by: this host's shared memory"),
         (true, true) => println!("    Reached by: DDS (freight on another host)"),
@@ -447,6 +460,12 @@ fn per_second(bytes_per_s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_from_peers_cannot_drive_the_terminal() {
+        assert_eq!(shown("/camera/image"), "/camera/image");
+        assert_eq!(shown("node\u{1b}[2J\n"), "node\\u{1b}[2J\\n");
+    }
 
     #[test]
     fn message_size_counts_small_fields_and_buffers() {
