@@ -68,6 +68,8 @@ pub use loan::{Loan, LoanUninit};
 pub use negotiation::negotiate;
 pub use publisher::{Publisher, PublisherOptions};
 pub use qos::{Durability, History, LargeData, QoS, Reliability};
+#[doc(hidden)]
+pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
 pub use subscription::{Subscription, SubscriptionOptions};
 pub use waitset::{WaitOutcome, WaitSet};

@@ -306,6 +306,24 @@ fn parse_with(cdr: &[u8], gid_len: usize) -> Result<Announcement, DecodeError> {
     Ok(out)
 }
 
+/// The nodes of an announcement, `(namespace, name)`, and its endpoint GUIDs
+/// with the index of their node.
+#[doc(hidden)]
+pub type InspectedAnnouncement = (Vec<(String, String)>, Vec<([u8; 16], usize)>);
+
+/// What freight reads from one `ros_discovery_info` sample (a
+/// `rmw_dds_common/msg/ParticipantEntitiesInfo` in CDR, with Humble's 24-byte
+/// or Jazzy's 16-byte GIDs): each node's `(namespace, name)`, and each
+/// endpoint GUID with the index of its node; `None` when the sample is refused
+/// (malformed, a name over 256 bytes). Samples over 1 MiB are refused before
+/// this is reached. For the fuzz target and tools; the graph API is
+/// [`crate::Node::node_names_and_namespaces`].
+#[doc(hidden)]
+pub fn inspect_ros_discovery_info(cdr: &[u8]) -> Option<InspectedAnnouncement> {
+    let a = parse(cdr)?;
+    Some((a.nodes, a.endpoints.into_iter().collect()))
+}
+
 fn bounded_name(r: &mut CdrReader<'_>) -> Result<String, DecodeError> {
     let s = r.read_string()?;
     if s.len() > MAX_NAME_BYTES {
