@@ -68,6 +68,8 @@ use super::{check_output_path, BenchError};
 pub const STOCK_SCRIPT: &str = include_str!("stock_rclpy.py");
 /// freight's Python node, embedded: the stock script through freight's Python API.
 pub const FREIGHT_PY_SCRIPT: &str = include_str!("freight_py.py");
+/// The protocol both Python nodes run, embedded; standard library only.
+pub const PROTOCOL_SCRIPT: &str = include_str!("bench_protocol.py");
 
 /// Variables removed from the stock processes' environment: each would replace a default of
 /// rclpy or Fast DDS (the middleware, its XML profiles, its transports, discovery).
@@ -392,7 +394,7 @@ mod tests {
 
     #[test]
     fn the_scripts_keep_the_stock_side_stock() {
-        for line in STOCK_SCRIPT.lines() {
+        for line in STOCK_SCRIPT.lines().chain(PROTOCOL_SCRIPT.lines()) {
             let code = line.trim_start();
             assert!(
                 !(code.starts_with("import freight") || code.starts_with("from freight")),

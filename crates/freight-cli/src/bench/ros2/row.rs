@@ -14,7 +14,9 @@ use super::super::stats::percentile;
 use super::super::sys::{pin_current_thread, CpuPlan};
 use super::namespace::loopback_bytes;
 use super::report::{Measured, Outcome, Row};
-use super::{BenchError, MessageKind, Plan, Stack, FREIGHT_PY_SCRIPT, STOCK_ENV_REMOVED, STOCK_SCRIPT};
+use super::{
+    BenchError, MessageKind, Plan, Stack, FREIGHT_PY_SCRIPT, PROTOCOL_SCRIPT, STOCK_ENV_REMOVED, STOCK_SCRIPT,
+};
 use crate::private_dir::PrivateDir;
 use crate::stop;
 
@@ -102,6 +104,8 @@ impl WorkDir {
         let dir = PrivateDir::new("freight-bench-ros2").map_err(fail)?;
         std::fs::write(dir.path().join("stock_rclpy.py"), STOCK_SCRIPT).map_err(fail)?;
         std::fs::write(dir.path().join("freight_py.py"), FREIGHT_PY_SCRIPT).map_err(fail)?;
+        // Both import it from their own directory (the first entry of sys.path).
+        std::fs::write(dir.path().join("bench_protocol.py"), PROTOCOL_SCRIPT).map_err(fail)?;
         Ok(WorkDir(dir))
     }
 
