@@ -98,25 +98,8 @@ fn a_missing_interpreter_is_a_row_that_says_so_and_the_rest_is_measured() {
 
 #[test]
 fn without_root_it_says_what_it_needs() {
-    let freight = env!("CARGO_BIN_EXE_freight");
-    let mut cmd = if is_root() {
-        let reachable = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", freight, "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !reachable {
-            skip(
-                "bench ros2 without root",
-                Lack::Setup,
-                "cannot run the binary as an unprivileged user here (setpriv, or its path)",
-            );
-            return;
-        }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", freight]);
-        c
-    } else {
-        Command::new(freight)
+    let Some(mut cmd) = freight_testkit::unprivileged("bench ros2 without root", env!("CARGO_BIN_EXE_freight")) else {
+        return;
     };
     let out = cmd.args(["bench", "ros2", "--quick"]).output().expect("run freight bench ros2");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -197,26 +197,8 @@ fn an_interrupted_lab_removes_its_namespaces() {
 
 #[test]
 fn without_root_the_lab_says_what_it_needs() {
-    let freight = env!("CARGO_BIN_EXE_freight");
-    let mut cmd = if is_root() {
-        // Drop to nobody; the binary must be reachable for that user.
-        let reachable = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", freight, "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !reachable {
-            skip(
-                "the lab without root",
-                Lack::Setup,
-                "cannot run the binary as an unprivileged user here (setpriv, or its path)",
-            );
-            return;
-        }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", freight]);
-        c
-    } else {
-        Command::new(freight)
+    let Some(mut cmd) = freight_testkit::unprivileged("the lab without root", env!("CARGO_BIN_EXE_freight")) else {
+        return;
     };
     let out = cmd.args(["lab", "wireless", "--quick"]).output().expect("run the lab");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -95,3 +95,25 @@ impl Drop for PrivateDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+/// A command that runs `program` as an unprivileged user: the user `nobody` through
+/// `setpriv` when this process is root, this process's user otherwise. `None`, after a
+/// [`skip`] line naming `test`, when root cannot run `program` as nobody here (no
+/// `setpriv`, or a path nobody cannot reach).
+pub fn unprivileged(test: &str, program: &str) -> Option<std::process::Command> {
+    use std::process::Command;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(Command::new(program));
+    }
+    const AS_NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let reachable =
+        Command::new("setpriv").args(AS_NOBODY).args([program, "--version"]).output().is_ok_and(|o| o.status.success());
+    if !reachable {
+        skip(test, Lack::Setup, "cannot run the binary as an unprivileged user here (setpriv, or its path)");
+        return None;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(AS_NOBODY).arg(program);
+    Some(cmd)
+}
