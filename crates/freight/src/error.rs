@@ -190,7 +190,7 @@ pub enum PublishError {
     /// Reliable subscriptions kept their queues full for longer than
     /// `max_blocking_time`. Every other subscription received the message.
     #[error(
-        "{subscribers} reliable subscription(s) kept a full queue past max_blocking_time; they missed this message"
+        "{subscribers} reliable subscription(s) kept a full queue past max_blocking_time, or before they connected; they missed this message"
     )]
     QueueFull {
         /// How many missed it.

@@ -801,6 +801,32 @@ impl PublisherInner {
         }
     }
 
+    /// Reliable subscribers that missed a sample without the backpressure
+    /// handler hearing of it.
+    ///
+    /// iceoryx2 calls the handler only for a subscriber whose side of the
+    /// connection is attached. One that has not attached yet (its process is
+    /// stopped, or it has not taken since this publisher appeared) has a queue
+    /// that fills and then skips samples silently: `send` just counts one
+    /// recipient fewer. The count is checked against the subscribers, re-read
+    /// now so that one that left during the send is not counted as missing.
+    /// Such a subscriber cannot be told apart from the others, so device holds
+    /// named for it stay until its process exits (the reaper takes them).
+    fn unannounced_misses(&self, recipients: usize, handled: &[(Option<SubscriberAd>, bool)]) -> usize {
+        if recipients + handled.len() >= self.summary.count.load(Ordering::Acquire)
+            || self.qos.reliability == Reliability::BestEffort
+        {
+            return 0;
+        }
+        let n = self.services.data.dynamic_config().number_of_subscribers();
+        self.read_subscribers(n, crate::clock::coarse_ms());
+        let subs = lock(&self.subscribers);
+        let unexplained = subs.len().saturating_sub(recipients + handled.len());
+        let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
+        let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
+        unexplained.min(reliable_unhandled)
+    }
+
     /// Gives back the device-memory holds of a subscriber that will never see
     /// this frame (its queue was full, or its process died).
     fn release_for(&self, ad: &SubscriberAd, device: &[Entry]) {
@@ -937,14 +963,16 @@ impl PublisherInner {
                 // zero-filled when first mapped or that held an earlier frame.
                 let sample = unsafe { sample.assume_init() };
                 let sent = sample.send();
-                for (ad, reliable) in self.missed.take() {
+                let handled = self.missed.take();
+                for &(ad, reliable) in &handled {
                     missed += usize::from(reliable);
                     if let Some(ad) = ad {
                         self.release_for(&ad, device);
                     }
                 }
                 match sent {
-                    Ok(_) | Err(iceoryx2::port::SendError::UnableToDeliver) => {}
+                    Ok(recipients) => missed += self.unannounced_misses(recipients, &handled),
+                    Err(iceoryx2::port::SendError::UnableToDeliver) => {}
                     Err(e) => return Err(PublishError::SharedMemory(format!("{e:?}"))),
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);

@@ -541,6 +541,18 @@ fn run_child(role: &str) {
             wait_for_parent(&cmds);
             drop(sub);
         }
+        // Reliable, depth 2; takes what is queued on `DRAIN` and says which.
+        "drain_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(2)).unwrap();
+            say("READY");
+            while cmds.recv_timeout(T).is_ok_and(|c| c != "DRAIN") {}
+            let mut got = Vec::new();
+            while let Some(s) = sub.take(Duration::from_millis(500)).unwrap() {
+                got.push(s.layout.data_offset.to_string());
+            }
+            say(format!("GOT {}", got.join(" ")));
+            wait_for_parent(&cmds);
+        }
         // Accepts fake-device memory, takes and holds some samples.
         "device_hold_sub" => {
             let qos = match param("FREIGHT_TEST_QOS").as_str() {
@@ -1346,6 +1358,39 @@ fn reliable_queue_full_across_processes_is_a_typed_error_after_the_blocking_time
         publish_tagged(&p, 0, i).unwrap_or_else(|e| panic!("publish {i} to a best-effort subscriber: {e}"));
     }
     assert!(start.elapsed() < Duration::from_secs(1), "100 publishes took {:?}", start.elapsed());
+    kid.finish();
+}
+
+/// A subscriber whose process is stopped when a publisher appears never
+/// attaches its side of the connection, and iceoryx2 skips it without asking
+/// the backpressure handler once its queue is full. The publisher still says
+/// that it missed the message.
+#[test]
+fn reliable_subscriber_stopped_before_the_publisher_appeared_misses_nothing_silently() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "reliable_subscriber_stopped_before_the_publisher_appeared_misses_nothing_silently";
+    let t = topic("stopped_before_publisher");
+    let n = node("stopped_before_publisher");
+    let mut kid = Kid::spawn(name, "drain_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    kid.expect("READY", T);
+    let signal = |sig| assert_eq!(unsafe { libc::kill(kid.pid() as libc::pid_t, sig) }, 0, "signal {sig}");
+    signal(libc::SIGSTOP);
+    let p = n
+        .create_publisher::<UInt8MultiArray>(&t, QoS::keep_last(2).with_max_blocking_time(Duration::from_millis(50)))
+        .unwrap();
+    wait_for_subscriptions(&p, 1);
+    let results: Vec<_> = (0..4).map(|i| publish_tagged(&p, 0, i)).collect();
+    signal(libc::SIGCONT);
+    assert!(results[..2].iter().all(Result::is_ok), "{results:?}");
+    for r in &results[2..] {
+        assert!(matches!(r, Err(PublishError::QueueFull { subscribers: 1 })), "{results:?}");
+    }
+    kid.send("DRAIN");
+    assert_eq!(kid.expect("GOT", T), ["0", "1"], "what the stopped subscriber had queued");
+    publish_tagged(&p, 0, 4).unwrap();
     kid.finish();
 }
 
