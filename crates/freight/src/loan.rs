@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use freight_backend::{Backend, BlockMut, FrameSlot};
+use freight_backend::{Backend, BlockMut, FrameSlot, WriteError};
 use freight_msg::{BackendKind, DeviceView, Message};
 
 use crate::error::LoanError;
@@ -37,6 +37,10 @@ struct Parts<M> {
     buffers: Vec<LoanedBuffer>,
     route: Route,
     device_readers: Vec<u32>,
+    /// A write into a buffer that failed where the API returns no error
+    /// ([`LoanUninit::write_from_fn`]): publishing refuses the loan with it, so
+    /// a buffer that was not written is never sent.
+    failed_write: Option<WriteError>,
 }
 
 impl<M> Parts<M> {
@@ -46,6 +50,10 @@ impl<M> Parts<M> {
         }
     }
 }
+
+/// What publishing takes from a loan: the message, its frame, its buffers, its
+/// route and the device readers it was lent for.
+pub(crate) type Pieces<M> = (M, FrameMut, Vec<LoanedBuffer>, Route, Vec<u32>);
 
 /// A loan whose buffers have not been written. Write them with
 /// [`write_from_slice`](Self::write_from_slice),
@@ -70,7 +78,7 @@ impl<M: Message> LoanUninit<M> {
         route: Route,
         device_readers: Vec<u32>,
     ) -> Self {
-        LoanUninit { parts: Parts { msg, frame, buffers, route, device_readers } }
+        LoanUninit { parts: Parts { msg, frame, buffers, route, device_readers, failed_write: None } }
     }
 
     /// Number of buffers in the loan.
@@ -167,6 +175,10 @@ impl<M: Message> LoanUninit<M> {
     }
 
     /// Fills every buffer with `f(byte index)`.
+    ///
+    /// Device memory is written through a host copy; should that copy fail
+    /// (the device is gone), [`Publisher::publish`](crate::Publisher::publish)
+    /// refuses the loan with [`LoanError::Write`].
     pub fn write_from_fn(mut self, mut f: impl FnMut(usize) -> u8) -> Loan<M> {
         for b in &mut self.parts.buffers {
             match b.block.host_mut() {
@@ -175,8 +187,9 @@ impl<M: Message> LoanUninit<M> {
                 }),
                 None => {
                     let bytes: Vec<u8> = (0..b.block.len()).map(&mut f).collect();
-                    // The block has exactly `bytes.len()` bytes, so this cannot overrun.
-                    let _ = b.block.write_from_host(0, &bytes);
+                    if let Err(e) = b.block.write_from_host(0, &bytes) {
+                        self.parts.failed_write.get_or_insert(e);
+                    }
                 }
             }
         }
@@ -236,9 +249,13 @@ impl<M: Message> Loan<M> {
         self.parts.set_write_stream(stream);
     }
 
-    pub(crate) fn into_parts(self) -> (M, FrameMut, Vec<LoanedBuffer>, Route, Vec<u32>) {
+    /// The loan's pieces, or the error of a write into it that failed.
+    pub(crate) fn into_parts(self) -> Result<Pieces<M>, LoanError> {
         let p = self.parts;
-        (p.msg, p.frame, p.buffers, p.route, p.device_readers)
+        match p.failed_write {
+            Some(e) => Err(e.into()),
+            None => Ok((p.msg, p.frame, p.buffers, p.route, p.device_readers)),
+        }
     }
 }
 

@@ -477,7 +477,7 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
-        let (msg, mut frame, buffers, route, device_readers) = loan.into_parts();
+        let (msg, mut frame, buffers, route, device_readers) = loan.into_parts()?;
         let mut ordinal = 0usize;
         let mut foreign = None;
         msg.visit_buffers(&mut |raw| {
@@ -491,12 +491,14 @@ impl<M: Message> Publisher<M> {
         }
         let inner = &self.inner;
         let host = inner.host_backend(route);
+        let device_readers = inner.still_reading(route, device_readers);
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them.
         let to_network = inner.to_network();
         let views: Vec<Option<(*const u8, usize)>> =
             if to_network { buffers.iter().map(|b| b.host_view).collect() } else { Vec::new() };
         let mut entries = Vec::with_capacity(buffers.len());
+        let mut holds = Holds { pool: inner.pool.as_deref(), exported: Vec::new() };
         for b in buffers {
             // Device blocks are held for each reader, and once more for the
             // publisher itself when it makes the host copy.
@@ -507,6 +509,9 @@ impl<M: Message> Publisher<M> {
             };
             let len = b.block.len();
             let descriptor = b.backend.export(b.block, &readers)?;
+            if !readers.is_empty() {
+                holds.exported.push((descriptor.clone(), readers));
+            }
             let alt = match (b.host_copy, b.frame_offset) {
                 (Some(slot), _) => {
                     Some((host.kind(), inner.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?))
@@ -529,16 +534,8 @@ impl<M: Message> Publisher<M> {
             inner.write_header_and_meta(frame_header::<M>(inner, meta, entries.len()), meta, &mut frame);
             Ok(())
         });
+        written?;
         let device: Vec<Entry> = entries.into_iter().filter(|e| is_device_pool(e.kind)).collect();
-        if let Err(e) = written {
-            // Nobody will see this frame: give back every reader's hold.
-            if let Some(pool) = &inner.pool {
-                for (pid, d) in device_readers.iter().flat_map(|pid| device.iter().map(move |d| (pid, d))) {
-                    let _ = pool.release_unimported(d.descriptor.as_bytes(), *pid);
-                }
-            }
-            return Err(e);
-        }
         // Serialized before the frame goes (it holds the bytes), written after
         // local delivery so local subscribers do not wait for the network.
         let cdr = to_network.then(|| {
@@ -549,6 +546,11 @@ impl<M: Message> Publisher<M> {
             serialize(|w| msg.write(w, &mut LoanViews(&slices)))
         });
         let delivered = inner.rerouted(frame).and_then(|frame| inner.deliver(frame, &device));
+        if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
+            // The frame went out: its readers give the holds back (`deliver`
+            // already did for those it missed).
+            holds.exported.clear();
+        }
         if let Some(cdr) = cdr {
             inner.send_network(cdr?)?;
         }
@@ -664,7 +666,48 @@ fn frame_header<M: Message>(inner: &PublisherInner, meta: &[u8], buffers: usize)
     }
 }
 
+/// The device-pool holds that one publish recorded at export, given back to
+/// the pool when the publish fails before its frame is sent: nobody will
+/// import them. A hold already given back (the publisher's own, by its host
+/// copy) is refused by the pool, which is fine.
+struct Holds<'a> {
+    pool: Option<&'a dyn Backend>,
+    exported: Vec<(Descriptor, Vec<u32>)>,
+}
+
+impl Drop for Holds<'_> {
+    fn drop(&mut self) {
+        let Some(pool) = self.pool else { return };
+        for (descriptor, readers) in &self.exported {
+            for &pid in readers {
+                let _ = pool.release_unimported(descriptor.as_bytes(), pid);
+            }
+        }
+    }
+}
+
 impl PublisherInner {
+    /// The device readers a loan named, less the subscriptions that left since
+    /// (their processes may live on, so nobody else would give their holds
+    /// back). One that joined since gets a host copy if one is made.
+    fn still_reading(&self, route: Route, at_loan: Vec<u32>) -> Vec<u32> {
+        let Some(pool) = self.pool.as_ref().filter(|_| !at_loan.is_empty()) else { return at_loan };
+        if route == Route::Shm {
+            self.route();
+        }
+        let mut now = self.readers(route, pool.kind()).0;
+        at_loan
+            .into_iter()
+            .filter(|pid| match now.iter().position(|p| p == pid) {
+                Some(i) => {
+                    now.swap_remove(i);
+                    true
+                }
+                None => false,
+            })
+            .collect()
+    }
+
     fn network_readers(&self) -> usize {
         self.network.as_ref().map_or(0, NetworkWriter::remote_readers)
     }

@@ -503,3 +503,26 @@ fn host_memory_loans_have_no_device_view_and_ignore_the_write_stream() {
         assert_eq!(got.data.as_bytes().unwrap()[63], 63);
     }
 }
+
+#[test]
+fn device_holds_of_a_subscription_dropped_between_loan_and_publish_return_to_the_pool() {
+    const BLOCK: usize = 1 << 20;
+    let limits = Limits { fake_device_capacity: 2 * BLOCK, ..Default::default() };
+    let n = Context::builder().limits(limits).create().unwrap().create_node("dropped_reader").unwrap();
+    let t = topic("dropped_reader");
+    let devices = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+    // Each loan names the subscription as a reader of its block; the
+    // subscription is gone when the loan is published. A hold kept for it
+    // would keep the block: the two-block pool would be empty by the third.
+    for k in 0..8u8 {
+        let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, 5, devices).unwrap();
+        let loan = publisher.loan(BLOCK).unwrap_or_else(|e| panic!("loan {k}: {e}"));
+        drop(sub);
+        publisher.publish(loan.write_from_fn(|i| i as u8 ^ k)).unwrap();
+    }
+}
