@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build wheel demo test lint bench bench-python bench-ros2 lab fuzz clean
+.PHONY: all deps build wheel demo test lint bench bench-python bench-ros2 lab soak fuzz clean
 
 all: build
 
@@ -51,6 +51,7 @@ test: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	$(CARGO) test --release --workspace --locked
 	.venv/bin/python -m pytest -q -rs python/tests
+	$(FREIGHT) bench soak --duration 60s
 	scripts/fuzz-smoke.sh
 	$(MAKE) --no-print-directory lint
 
@@ -80,6 +81,11 @@ bench-ros2: build wheel
 # The lossy-link matrix recorded in BENCHMARKS.md (root; about 25 minutes).
 lab: build
 	$(FREIGHT) lab wireless --seconds 10 --python .venv/bin/python --json lab-wireless.json --plot lab-wireless.png
+
+# The chaos soak for an hour (root; processes killed and stopped while every message is
+# checked; the 60 s version runs in `make test`).
+soak: build
+	$(FREIGHT) bench soak --duration 1h --json soak.json
 
 clean:
 	$(CARGO) clean

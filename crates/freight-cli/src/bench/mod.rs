@@ -56,7 +56,8 @@
 //!
 //! `freight bench ros2` (the `ros2` module) is a separate benchmark with its own protocol
 //! notes: freight against stock rclpy on Fast DDS, whole ROS 2 messages, one run, one host,
-//! in a private network namespace.
+//! in a private network namespace. `freight bench soak` (the `soak` module) is a chaos soak,
+//! not a measurement: its module documents the graph, the chaos and every check.
 
 mod args;
 mod dds;
@@ -70,6 +71,7 @@ pub(crate) mod plot;
 pub(crate) mod python;
 mod report;
 mod ros2;
+mod soak;
 mod stats;
 mod sys;
 mod transport;
@@ -82,6 +84,7 @@ pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerAr
 pub use harness::RunPlan;
 pub use report::RowStats;
 pub use ros2::{run as run_ros2, run_peer as run_ros2_peer, Ros2Args, Ros2PeerArgs};
+pub use soak::{run as run_soak, run_worker as run_soak_worker, SoakArgs, SoakWorkerArgs};
 pub use transport::{Placement, Transport, WaitMode};
 
 /// Warm-up round trips discarded at the start of every row.
