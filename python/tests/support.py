@@ -240,3 +240,44 @@ class RemoteSubscriber:
                 self.process.kill()
                 self.process.wait()
         self.process.stdout.close()
+
+
+#: Where Fast DDS keeps its shared-memory transport's segments, and the names
+#: it gives them (``fastrtps_`` up to 2.x, ``fastdds_`` from 3.0).
+_SHM = pathlib.Path("/dev/shm")
+_FASTDDS_PREFIXES = ("fastdds_", "fastrtps_")
+
+
+def remove_dead_fastdds_segments(since):
+    """Removes the shared-memory files of Fast DDS processes that died since
+    ``since`` (a ``time.time()``), as a test that SIGKILLs a stock node leaves
+    them. Each segment ``X`` comes with a lock file ``X_el`` that its living
+    owner keeps ``flock``-ed (what ``fastdds shm clean`` looks at): only
+    segments whose lock is free, and that are older than two seconds (not a
+    process still starting), are removed. Returns the names removed."""
+    import fcntl
+
+    removed = []
+    for lock in _SHM.glob("*_el"):
+        if not lock.name.startswith(_FASTDDS_PREFIXES):
+            continue
+        try:
+            made = lock.stat().st_mtime
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            if not since <= made < time.time() - 2:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its owner lives
+        finally:
+            os.close(fd)
+        for path in (lock.with_name(lock.name[: -len("_el")]), lock):
+            try:
+                path.unlink()
+                removed.append(path.name)
+            except FileNotFoundError:
+                pass
+    return removed

@@ -23,7 +23,7 @@ import time
 import pytest
 
 import netns
-from support import Child
+from support import Child, remove_dead_fastdds_segments
 
 TESTS = pathlib.Path(__file__).resolve().parent
 REPO = TESTS.parents[1]
@@ -95,9 +95,12 @@ class Peers:
 
 @pytest.fixture
 def peers(distro):
+    started = time.time()
     p = Peers(distro)
     yield p
     p.close()
+    # Stock nodes that a test SIGKILLed leave Fast DDS's segments behind.
+    remove_dead_fastdds_segments(started)
 
 
 def matched(child, count):
