@@ -44,13 +44,14 @@
 //! ```text
 //! header (64 bytes)
 //!   0  u64  magic "FRFDPOOL"
-//!   8  u32  layout version (3)
+//!   8  u32  layout version (4)
 //!  12  u32  number of block records
 //!  16  u64  capacity: bytes the pool may carve
 //!  24  u64  offset of the data area in the file
 //!  32  u64  next generation (a pool-wide counter)
 //!  40  u8 × 16  the device's UUID
 //!  56  u32  h: bytes of handle per block (a multiple of 8)
+//!  60  u32  1 once the creator dropped the pool: readers close what they opened
 //! block record i (248 + h bytes, at 64 + (248 + h) * i)
 //!   0  u32  state: 0 unused, 1 idle, 2 being written, 3 exported, 4 idle and to be trimmed
 //!   4  u32  holds: occupied reader slots, counted off after a slot is cleared
@@ -116,6 +117,13 @@
 //! dropped, or their process ends). A reader that never imports again keeps
 //! such a block's memory until it exits; the block stays reusable meanwhile.
 //!
+//! Dropping the pool is the same promise for every block at once: the creator
+//! marks the pool closed in its header, so that readers forget all of its
+//! blocks at their next import, and frees the memory of a block that a living
+//! reader still has open only once that reader closed it or died (a thread of
+//! the creator's process waits for that; should the creator exit first, its
+//! memory goes with it, as the driver frees everything of a process).
+//!
 //! # Allocator
 //!
 //! Blocks are carved in power-of-two size classes (64 bytes and up, capped
@@ -160,7 +168,7 @@ use crate::{
 const MAX_NAME_LEN: usize = 64;
 
 const POOL_MAGIC: u64 = u64::from_le_bytes(*b"FRFDPOOL");
-const POOL_VERSION: u32 = 3;
+const POOL_VERSION: u32 = 4;
 const HEADER_LEN: usize = 64;
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 8;
@@ -170,6 +178,7 @@ const H_DATA_OFFSET: usize = 24;
 const H_NEXT_GENERATION: usize = 32;
 const H_DEVICE: usize = 40;
 const H_HANDLE_LEN: usize = 56;
+const H_CLOSED: usize = 60;
 
 const R_STATE: usize = 0;
 const R_HOLDS: usize = 4;
@@ -533,6 +542,11 @@ impl Mapping {
     }
 
     /// The device UUID, read from (or written to) the header as two atomics.
+    /// Whether the creator dropped the pool.
+    fn closed(&self) -> bool {
+        self.atomic_u32(H_CLOSED).load(Ordering::Acquire) != 0
+    }
+
     fn device_words(&self) -> [&AtomicU64; 2] {
         [self.atomic_u64(H_DEVICE), self.atomic_u64(H_DEVICE + 8)]
     }
@@ -956,6 +970,39 @@ struct Pool<M: PoolMemory> {
     idle_time: Duration,
     alloc: Mutex<Allocator<M>>,
 }
+
+impl<M: PoolMemory> Drop for Pool<M> {
+    /// Marks the pool closed and gives back the memory of its blocks, but not
+    /// that of a block another living process still has open (CUDA: memory
+    /// freed before its importers close it is undefined behaviour): a thread
+    /// keeps those until their openers closed them or died.
+    fn drop(&mut self) {
+        self.map.atomic_u32(H_CLOSED).store(1, Ordering::Release);
+        let memory = &mut self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).memory;
+        let open: Vec<(u32, Arc<M::Block>)> = memory
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i as u32, m.take()?)))
+            .filter(|(i, _)| clear_dead_openers(&self.map, *i))
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let map = self.map.clone();
+        let keep = move || {
+            let mut open = open;
+            while !open.is_empty() {
+                std::thread::sleep(CLOSE_POLL);
+                open.retain(|(i, _)| clear_dead_openers(&map, *i));
+            }
+        };
+        // Without a thread the memory is freed now, as before this promise.
+        let _ = std::thread::Builder::new().name("freight-pool-close".into()).spawn(keep);
+    }
+}
+
+/// How often a dropped pool looks whether readers closed its blocks.
+const CLOSE_POLL: Duration = Duration::from_millis(100);
 
 impl<M: PoolMemory> fmt::Debug for Pool<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1414,7 +1461,7 @@ impl<M: PoolMemory> ReaderCache<M> {
                 }
             }
         };
-        self.mappings.retain(|name, _| !creator_gone(name));
+        self.mappings.retain(|name, map| !map.closed() && !creator_gone(name));
         let mappings = &self.mappings;
         self.opened.retain(|(name, index), o| {
             let Some(claim) = &o.opener else {

@@ -426,6 +426,32 @@ mod tests {
     }
 
     #[test]
+    fn a_dropped_pool_keeps_the_memory_of_a_block_a_reader_has_open_until_the_reader_closes_it() {
+        const CAPACITY: u64 = 1 << 20;
+        let owner = FakeDeviceBackend::new(CAPACITY as usize).unwrap();
+        let reader = FakeDeviceBackend::new(4096).unwrap();
+        let me = std::process::id();
+        let d = owner.export(owner.allocate(100, None).unwrap(), &[me]).unwrap();
+        drop(reader.import(&empty_frame(), d.as_bytes()).unwrap());
+        // The reader's cache keeps the block open; its creator drops the pool.
+        let ranges = owner.pool.memory().ranges.clone();
+        let all_free = || lock(&ranges).free == [(0, CAPACITY)];
+        drop(owner);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!all_free(), "memory a reader has open was freed with its pool");
+        // The reader forgets the closed pool's blocks at its next import, and
+        // the memory goes back.
+        let other = FakeDeviceBackend::new(4096).unwrap();
+        let d2 = other.export(other.allocate(64, None).unwrap(), &[me]).unwrap();
+        drop(reader.import(&empty_frame(), d2.as_bytes()).unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !all_free() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(all_free(), "the block's memory was not given back after its reader closed it");
+    }
+
+    #[test]
     fn a_descriptor_of_another_device_is_unreachable_and_names_both() {
         let other = FakeDeviceBackend::simulated_device_uuid("freight fake device 1");
         let writer = FakeDeviceBackend::with_device(1 << 20, other).unwrap();
