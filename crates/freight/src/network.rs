@@ -324,6 +324,11 @@ pub(crate) struct ReceivedBuffers(pub(crate) Arc<ReceivedCdr>);
 impl BufferDecoder for ReceivedBuffers {
     fn read_buffer(&mut self, r: &mut CdrReader<'_>, element: ElementInfo) -> Result<RawBuffer, DecodeError> {
         let bytes = read_inline(r, element)?;
+        if bytes.is_empty() {
+            // Nothing to keep the sample alive for: a peer's sample of many
+            // empty sequences costs no allocation per sequence.
+            return Ok(RawBuffer::empty());
+        }
         let base = self.0.bytes().as_ptr() as usize;
         let start = (bytes.as_ptr() as usize).wrapping_sub(base);
         let aligned = (bytes.as_ptr() as usize).is_multiple_of(element.size);
