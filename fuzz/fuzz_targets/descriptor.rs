@@ -168,9 +168,9 @@ fn masked(descriptor: &[u8], mask: &[u8]) -> Vec<u8> {
 }
 
 /// Layout of a pool file (see `crates/freight-backend/src/device_pool.rs`):
-/// version 3, the device's UUID at 40 of the header, 8 bytes of handle per
+/// version 4, the device's UUID at 40 of the header, 8 bytes of handle per
 /// block (`fake-device`: the block's offset), so records of 248 + 8 bytes.
-const POOL_VERSION: u32 = 3;
+const POOL_VERSION: u32 = 4;
 const POOL_HEADER_LEN: usize = 64;
 const POOL_DEVICE_AT: usize = 40;
 const POOL_HANDLE_LEN_AT: usize = 56;

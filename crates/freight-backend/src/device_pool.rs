@@ -1678,6 +1678,19 @@ impl<M: PoolMemory> DevicePool<M> {
         self.pool.stats(&a)
     }
 
+    /// Bytes of the blocks that hold at least one hold for process `reader`.
+    pub(crate) fn held_for(&self, reader: u32) -> usize {
+        let a = self.pool.lock();
+        let map = &self.pool.map;
+        let held = a.lent.iter().filter(|&&i| {
+            map.record(i).readers.iter().any(|s| {
+                let v = s.load(Ordering::Acquire);
+                v & SLOT_OCCUPIED != 0 && slot_pid(v) == reader
+            })
+        });
+        held.map(|&i| map.record(i).slot.load(Ordering::Relaxed)).sum::<u64>() as usize
+    }
+
     fn readers(&self) -> MutexGuard<'_, ReaderCache<M>> {
         self.readers.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -1895,6 +1908,10 @@ macro_rules! backend_over_pool {
 
             fn device_uuid(&self) -> Option<[u8; 16]> {
                 Some(self.pool.device_uuid())
+            }
+
+            fn held_for(&self, reader: u32) -> usize {
+                self.pool.held_for(reader)
             }
 
             fn reclaim_dead_readers(&self) -> usize {

@@ -230,6 +230,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Bytes of this backend's blocks that process `reader` holds (imported,
+    /// or exported for it and not yet given back). Backends whose memory the
+    /// frame owns hold nothing for readers.
+    fn held_for(&self, _reader: u32) -> usize {
+        0
+    }
+
     /// Releases the holds of readers whose process died; returns how many.
     /// Backends whose memory the frame owns have none.
     fn reclaim_dead_readers(&self) -> usize {

@@ -432,8 +432,7 @@ impl<M: Message> Publisher<M> {
         // Where buffers in the frame live: the host memory of the route, or
         // the publisher's own in-frame backend (cuda-host).
         let frame_backend = inner.in_frame.clone().unwrap_or_else(|| host.clone());
-        let (device_readers, host_readers) =
-            if inner.pool.is_some() { inner.readers(route, inner.options.backend) } else { (Vec::new(), 0) };
+        let (device_readers, host_readers) = inner.lend_to(route);
         // Network readers take host bytes too.
         let needs_host_copy = host_readers > 0 || inner.to_network();
         let in_frame: Vec<usize> =
@@ -868,6 +867,31 @@ impl PublisherInner {
         let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
         let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
         unexplained.min(reliable_unhandled)
+    }
+
+    /// Who a loan's device buffers are for: the process ids of the
+    /// subscriptions that take the pool's memory, and how many take host
+    /// bytes. A reader process that holds more than its share of the pool (a
+    /// fair part of its capacity, with one part kept for the others) gets host
+    /// copies until it gives blocks back: a subscription that never takes
+    /// must not exhaust the pool for everyone.
+    fn lend_to(&self, route: Route) -> (Vec<u32>, usize) {
+        let Some(pool) = &self.pool else { return (Vec::new(), 0) };
+        let (mut device, mut host) = self.readers(route, pool.kind());
+        if device.is_empty() {
+            return (device, host);
+        }
+        let mut processes = device.clone();
+        processes.sort_unstable();
+        processes.dedup();
+        let share = pool.max_block_len() / (processes.len() + 1);
+        let over: Vec<u32> = processes.into_iter().filter(|&pid| pool.held_for(pid) > share).collect();
+        if !over.is_empty() {
+            let before = device.len();
+            device.retain(|pid| !over.contains(pid));
+            host += before - device.len();
+        }
+        (device, host)
     }
 
     /// Gives back the device-memory holds of a subscriber that will never see

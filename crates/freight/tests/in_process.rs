@@ -526,3 +526,34 @@ fn device_holds_of_a_subscription_dropped_between_loan_and_publish_return_to_the
         publisher.publish(loan.write_from_fn(|i| i as u8 ^ k)).unwrap();
     }
 }
+
+#[test]
+fn a_device_subscription_that_never_takes_gets_host_copies_instead_of_exhausting_the_pool() {
+    const BLOCK: usize = 1 << 20;
+    let limits = Limits { fake_device_capacity: 4 * BLOCK, ..Default::default() };
+    let n = Context::builder().limits(limits).create().unwrap().create_node("never_takes").unwrap();
+    let t = topic("never_takes");
+    let devices = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = n.create_publisher_with_options::<UInt8MultiArray>(&t, 5, options).unwrap();
+    let idle = n.create_subscription_with_options::<UInt8MultiArray>(&t, QoS::keep_last(16), devices).unwrap();
+    // The subscription's queue could hold four pools' worth of blocks.
+    for k in 0..16u8 {
+        let loan = publisher.loan(BLOCK).unwrap_or_else(|e| panic!("loan {k} from a four-block pool: {e}"));
+        publisher.publish(loan.write_from_fn(|i| i as u8 ^ k)).unwrap();
+    }
+    // Every queued message is intact: the first ones in device memory, the
+    // rest as host copies.
+    let mut backends = Vec::new();
+    for k in 0..16u8 {
+        let s = idle.try_take().unwrap().unwrap_or_else(|| panic!("message {k} was queued"));
+        let bytes = s.data.to_vec().unwrap();
+        assert!(bytes.iter().enumerate().all(|(i, &b)| b == i as u8 ^ k), "message {k}");
+        backends.push(s.data.backend());
+    }
+    assert_eq!(backends[0], BackendKind::FakeDevice);
+    assert_eq!(backends[15], BackendKind::Cpu, "{backends:?}");
+}

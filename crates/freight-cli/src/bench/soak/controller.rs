@@ -13,7 +13,7 @@ use super::report::{ChaosCounts, DeviceHolds, Files, Outcome, Phases, Subscripti
 use super::resources::{self, Memory};
 use super::verdict::{self, Evidence};
 use super::{pool, BenchError, SoakArgs};
-use super::{settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SETTLE_WARM, STALL_LIMIT};
+use super::{settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SETTLE_WARM, STALE_MARGIN, STALL_LIMIT};
 
 /// This host's shared memory, as iceoryx2 and the device pools use it.
 const SHM: &str = "/dev/shm";
@@ -386,6 +386,7 @@ impl Soak {
         let w = &mut self.fleet.workers[slot];
         w.state = State::Running;
         w.last_heard = Instant::now();
+        w.continued_at = Some(w.last_heard);
     }
 
     /// Handles events and does the periodic duties for up to `limit`, or until `done`.
@@ -460,7 +461,12 @@ impl Soak {
             Report::Fallback { sub, incarnation, seq } => {
                 let publisher = self.fleet.workers.iter().find(|p| p.role.topology() == topology && p.role.publishes());
                 let alive = publisher.is_some_and(|p| p.incarnation == incarnation && p.pid().is_some());
-                if alive {
+                // A subscription that was stopped may hold more than its share of the pool
+                // when it is continued; freight then sends it host copies for a while.
+                let fell_behind = self.fleet.workers[ev.slot].continued_at.is_some_and(|t| t.elapsed() < STALE_MARGIN);
+                if alive && fell_behind {
+                    self.device.share_fallbacks += 1;
+                } else if alive {
                     let what = format!(
                         "message {seq} of publisher {}#{incarnation} (a loan) came as host bytes, not fake-device \
                          memory, while its publisher was alive",

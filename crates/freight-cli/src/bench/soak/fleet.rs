@@ -69,6 +69,8 @@ pub struct Worker {
     pub spawned_at: Instant,
     /// When the controller last heard from it (or continued it).
     pub last_heard: Instant,
+    /// When the controller last continued it after a SIGSTOP.
+    pub continued_at: Option<Instant>,
     /// It reported `finished`.
     pub finished: bool,
     /// Its stall was reported (once per incarnation).
@@ -139,6 +141,7 @@ impl Fleet {
             state: State::Down { restart_at: None },
             spawned_at: now,
             last_heard: now,
+            continued_at: None,
             finished: false,
             stall_reported: false,
             started: false,

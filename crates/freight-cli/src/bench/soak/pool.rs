@@ -3,7 +3,7 @@
 //! freight exposes a pool's usage (`Backend::stats`) only to the process that created it,
 //! and a context does not hand out its backends. The holds that matter are in the pool's
 //! shared-memory file, whose layout `freight-backend` documents (`device_pool.rs`, layout
-//! version 3): a 64-byte header (magic `FRFDPOOL`, version, record count, handle bytes `h`
+//! version 4): a 64-byte header (magic `FRFDPOOL`, version, record count, handle bytes `h`
 //! at offset 56), then one record of 248 + `h` bytes per block: its state at offset 0 (2:
 //! being written, 3: exported — in use), the count of holds at 4, and 16 reader slots of 8
 //! bytes at 56 (0: empty, else bit 32 set and the reader's pid in bits 0..32). The soak only
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// What every fake-device pool file's name starts with (`freight-fakedev-<uid>-<pid>-<random>`).
 const PREFIX: &str = "freight-fakedev-";
 const MAGIC: &[u8; 8] = b"FRFDPOOL";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const HEADER_LEN: u64 = 64;
 const RECORD_FIXED: u64 = 248;
 const READER_SLOTS: usize = 16;
@@ -129,7 +129,7 @@ mod tests {
         let dir = crate::private_dir::PrivateDir::new("freight-soak-pool").expect("a private directory");
         let path = dir.path().join(format!("{PREFIX}0-1-abc"));
         std::fs::write(&path, [0u8; 64]).unwrap();
-        assert!(read(&path).unwrap_err().contains("layout version 3"));
+        assert!(read(&path).unwrap_err().contains("layout version 4"));
         assert!(read(&dir.path().join("other")).is_err());
     }
 }

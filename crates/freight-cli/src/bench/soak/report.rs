@@ -183,6 +183,10 @@ pub struct DeviceHolds {
     /// Loans of a publisher that had died (its pool removed) that reached a subscription
     /// taking device memory as the host copy: freight's documented fallback.
     pub host_fallbacks: u64,
+    /// Loans that reached a subscription taking device memory as the host copy while
+    /// their publisher lived, shortly after the subscription was stopped: a reader that
+    /// holds more than its share of the pool gets host copies (freight's documented rule).
+    pub share_fallbacks: u64,
 }
 
 /// One check of the verdict.
@@ -260,8 +264,9 @@ pub fn table(o: &Outcome) -> String {
     let _ = writeln!(
         s,
         "expected: {interrupted} takes cut short by SIGCONT (retried); device loans as host copies: {} from dead \
-         publishers, {host_at_join} (and {unusable} unusable) at a subscription that joined between loan and publish",
-        o.device.host_fallbacks
+         publishers, {} at a stopped subscription over its share of the pool, {host_at_join} (and {unusable} \
+         unusable) at a subscription that joined between loan and publish",
+        o.device.host_fallbacks, o.device.share_fallbacks
     );
     let f = &o.files;
     let _ = writeln!(
