@@ -310,3 +310,120 @@ def test_torch_from_dlpack_writes_into_a_loan(node, topic):
 def test_freight_exports_its_buffer_classes():
     assert freight.ReceivedBuffer.__name__ == "ReceivedBuffer"
     assert freight.LoanedBuffer.__name__ == "LoanedBuffer"
+
+
+# ------------------------------------------------------------------ array metadata from other libraries
+
+
+class CudaArrayLike:
+    """An object that describes device memory through
+    ``__cuda_array_interface__`` (as CuPy and Numba arrays do), with whatever
+    the test puts in it."""
+
+    def __init__(self, interface, device=(2, 0)):
+        self.__cuda_array_interface__ = interface
+        self._device = device
+
+    def __dlpack_device__(self):
+        return self._device
+
+
+class TensorLike:
+    """A torch-like tensor whose methods answer what the test says."""
+
+    def __init__(self, ptr, numel, element_size, contiguous, device=(2, 0)):
+        self._answers = (ptr, numel, element_size, contiguous)
+        self._device = device
+
+    def __dlpack_device__(self):
+        return self._device
+
+    def data_ptr(self):
+        return self._answers[0]
+
+    def numel(self):
+        return self._answers[1]
+
+    def element_size(self):
+        return self._answers[2]
+
+    def is_contiguous(self):
+        return self._answers[3]
+
+
+def test_metadata_whose_size_wraps_to_a_loans_is_refused_and_the_loan_stays_unpublished(node, topic):
+    pub = node.create_publisher(UInt8MultiArray, topic, 5)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, 5)
+    loan = pub.loan(64, np.uint8)
+    loan[:] = 7
+    address = array_address(loan)
+    # (2**62 + 16) * 4 bytes is 64 modulo 2**64: the loan's size, were it not checked.
+    wraps = [
+        CudaArrayLike({"data": (address, False), "shape": (2**62 + 16, 4), "typestr": "|u1", "version": 3}),
+        TensorLike(address, 2**62 + 16, 4, True),
+    ]
+    for obj in wraps:
+        with pytest.raises(ValueError, match="too large"):
+            pub.publish(UInt8MultiArray(data=obj))
+    pub.publish(UInt8MultiArray(data=loan))
+    assert take(sub).data.tolist() == [7] * 64
+
+
+def test_random_array_metadata_is_a_typed_error_never_a_crash(node, topic):
+    """A seeded fuzz of the metadata freight reads from buffer-field values it
+    did not make (``__cuda_array_interface__``, torch's methods): extents,
+    strides and sizes at the edges of every integer width, addresses inside
+    and around a live loan, malformed entries. Each publish raises a Python
+    exception (none of these is host memory or a loan); the loan is neither
+    published nor damaged by any."""
+    pub = node.create_publisher(UInt8MultiArray, topic, 5)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, 16)
+    loan = pub.loan(64, np.uint8)
+    loan[:] = 9
+    address = array_address(loan)
+    rng = np.random.default_rng(20261125)
+    edges = [0, 1, 2, 3, 4, 63, 64, 65, 2**31 - 1, 2**31, 2**32, 2**62 + 16, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -1]
+
+    def number():
+        return int(rng.choice(edges)) if rng.random() < 0.7 else int(rng.integers(-(2**63), 2**63 - 1))
+
+    def address_near():
+        # Never the loan's own address: metadata that describes exactly the
+        # loan is a view of it, which publish rightly takes as the loan (the
+        # test above covers sizes that only wrap to the loan's).
+        inside_or_around = address + int(rng.integers(1, 64)) * int(rng.choice([-1, 1]))
+        return [inside_or_around, 0, number()][int(rng.integers(3))]
+
+    def device():
+        return [(2, 0), (2, 0), (2, 0), (1, 0), (2, -1), "cuda", (2**70, 0)][int(rng.integers(7))]
+
+    def interface():
+        shape = tuple(number() for _ in range(int(rng.integers(0, 4))))
+        meta = {"data": (address_near(), bool(rng.integers(2))), "shape": shape, "version": 3}
+        meta["typestr"] = str(rng.choice(["|u1", "<f8", "<i4", "", "x", "<u99999999999999999999", "|V0"]))
+        if rng.random() < 0.5:
+            meta["strides"] = tuple(number() for _ in range(int(rng.integers(0, 4))))
+        for key in ("data", "shape", "typestr"):
+            if rng.random() < 0.05:
+                del meta[key]
+        if rng.random() < 0.05:
+            meta["shape"] = "not a shape"
+        return CudaArrayLike(meta, device())
+
+    outcomes = {}
+    for _ in range(3000):
+        if rng.random() < 0.5:
+            obj = interface()
+        else:
+            obj = TensorLike(address_near(), number(), number(), bool(rng.integers(2)), device())
+        try:
+            pub.publish(UInt8MultiArray(data=obj))
+            outcome = "published"
+        except (TypeError, ValueError, OverflowError, BufferError, freight.FreightError) as e:
+            outcome = type(e).__name__
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert "published" not in outcomes, outcomes
+    assert loan.tolist() == [9] * 64
+    pub.publish(UInt8MultiArray(data=loan))
+    got = [m.data.tolist() for m in iter(lambda: sub.take(timeout_sec=0), None)]
+    assert got and got[-1] == [9] * 64, outcomes

@@ -520,11 +520,13 @@ pub(crate) fn object_memory(obj: &Bound<'_, PyAny>) -> PyResult<Option<ObjectMem
         let lent = lent.get();
         return Ok(Some(ObjectMemory { addr: lent.ptr, len: lent.len, contiguous: true }));
     }
+    // Sizes below come from the object's own metadata: checked, as input.
+    let too_large = |what: &str| PyValueError::new_err(format!("the {what} of this {} is too large", type_name(obj)));
     if obj.hasattr("data_ptr")? && obj.hasattr("element_size")? && obj.hasattr("is_contiguous")? {
         // A torch tensor (any device).
         let addr: usize = obj.call_method0("data_ptr")?.extract()?;
-        let len =
-            obj.call_method0("numel")?.extract::<usize>()? * obj.call_method0("element_size")?.extract::<usize>()?;
+        let numel: usize = obj.call_method0("numel")?.extract()?;
+        let len = numel.checked_mul(obj.call_method0("element_size")?.extract()?).ok_or_else(|| too_large("size"))?;
         let contiguous: bool = obj.call_method0("is_contiguous")?.extract()?;
         return Ok(Some(ObjectMemory { addr, len, contiguous }));
     }
@@ -537,18 +539,23 @@ pub(crate) fn object_memory(obj: &Bound<'_, PyAny>) -> PyResult<Option<ObjectMem
         let shape: Vec<usize> = get("shape")?.extract()?;
         let typestr: String = get("typestr")?.extract()?;
         let itemsize: usize = typestr.get(2..).and_then(|s| s.parse().ok()).unwrap_or(1);
-        let len = shape.iter().product::<usize>() * itemsize;
+        let len = shape
+            .iter()
+            .try_fold(itemsize, |n, &extent| n.checked_mul(extent))
+            .ok_or_else(|| too_large("__cuda_array_interface__ shape"))?;
         let strides: Option<Vec<usize>> = match cai.get_item("strides")? {
             Some(s) if !s.is_none() => Some(s.extract()?),
             _ => None,
         };
+        // Saturating: with an extent of 0 the product of the others need not fit.
         let contiguous = strides.is_none_or(|strides| {
             let mut expected = itemsize;
-            shape.iter().zip(&strides).rev().all(|(&extent, &stride)| {
-                let ok = extent <= 1 || stride == expected;
-                expected *= extent;
-                ok
-            })
+            strides.len() == shape.len()
+                && shape.iter().zip(&strides).rev().all(|(&extent, &stride)| {
+                    let ok = extent <= 1 || stride == expected;
+                    expected = expected.saturating_mul(extent);
+                    ok
+                })
         });
         return Ok(Some(ObjectMemory { addr, len, contiguous }));
     }
