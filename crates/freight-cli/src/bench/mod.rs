@@ -75,6 +75,7 @@ mod soak;
 mod stats;
 mod sys;
 mod transport;
+mod unshare;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

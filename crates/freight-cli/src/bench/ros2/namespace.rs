@@ -9,10 +9,8 @@
 
 use std::process::{Command, ExitCode, Stdio};
 
+use super::super::unshare::INSIDE;
 use super::BenchError;
-
-/// The hidden flag the re-executed process gets.
-const INSIDE: &str = "--inside-namespace";
 
 /// Runs this command again in a new network namespace and returns its exit status. Its
 /// stdout and stderr are ours.
@@ -26,43 +24,11 @@ pub fn reexec() -> Result<ExitCode, BenchError> {
             "run it as root (sudo freight bench ros2 ...)",
         ));
     }
-    let probe = Command::new("unshare").args(["--net", "--", "true"]).stdin(Stdio::null()).output();
-    match probe {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => {
-            return Err(BenchError::new(
-                format!(
-                    "cannot create a network namespace: `unshare --net` says: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-                "run it where root may create namespaces (a container needs CAP_SYS_ADMIN, e.g. \
-                 docker run --privileged)",
-            ))
-        }
-        Err(e) => {
-            return Err(BenchError::new(
-                format!("cannot run `unshare`: {e}"),
-                "install util-linux (apt-get install util-linux)",
-            ))
-        }
-    }
-    let exe = std::env::current_exe().map_err(|e| {
-        BenchError::new(
-            format!("cannot find the freight executable to re-run it in a namespace: {e}"),
-            "run freight from a path that still exists",
-        )
-    })?;
-    // Ctrl-C reaches both processes (one process group); this one waits for the inner one,
-    // which stops its peers and prints what it measured.
-    crate::stop::install();
-    let status = Command::new("unshare")
-        .args(["--net", "--"])
-        .arg(exe)
-        .args(std::env::args_os().skip(1))
-        .arg(INSIDE)
-        .status()
-        .map_err(|e| BenchError::new(format!("cannot run `unshare --net`: {e}"), "install util-linux"))?;
-    Ok(super::super::python::exit_code(status))
+    super::super::unshare::reexec(
+        &["--net", "--"],
+        "a network namespace",
+        "run it where root may create namespaces (a container needs CAP_SYS_ADMIN, e.g. docker run --privileged)",
+    )
 }
 
 /// Inside the namespace: checks that it is a fresh one and sets up its loopback.

@@ -11,10 +11,8 @@
 
 use std::process::{Command, ExitCode, Stdio};
 
+use super::super::unshare::INSIDE;
 use super::BenchError;
-
-/// The hidden flag of the re-executed soak.
-const INSIDE: &str = "--inside-namespace";
 
 /// A shell script that mounts a fresh tmpfs on /dev/shm and on iceoryx2's root directory,
 /// then executes its arguments (`$0 "$@"`) in their place.
@@ -33,46 +31,12 @@ pub fn reexec() -> Result<ExitCode, BenchError> {
             "run it as root (sudo freight bench soak ...)",
         ));
     }
-    let probe = Command::new("unshare")
-        .args(["--net", "--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
-        .stdin(Stdio::null())
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => {
-            return Err(BenchError::new(
-                format!(
-                    "cannot make the soak's namespaces: `unshare --net --mount` with tmpfs mounts says: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-                "run it where root may create namespaces and mount tmpfs (a container needs \
-                 CAP_SYS_ADMIN, e.g. docker run --privileged)",
-            ))
-        }
-        Err(e) => {
-            return Err(BenchError::new(
-                format!("cannot run `unshare`: {e}"),
-                "install util-linux (apt-get install util-linux)",
-            ))
-        }
-    }
-    let exe = std::env::current_exe().map_err(|e| {
-        BenchError::new(
-            format!("cannot find the freight executable to re-run it in a namespace: {e}"),
-            "run freight from a path that still exists",
-        )
-    })?;
-    // Ctrl-C reaches both processes (one process group); this one waits for the inner one,
-    // which stops its workers and prints what it found.
-    crate::stop::install();
-    let status = Command::new("unshare")
-        .args(["--net", "--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM])
-        .arg(exe)
-        .args(std::env::args_os().skip(1))
-        .arg(INSIDE)
-        .status()
-        .map_err(|e| BenchError::new(format!("cannot run `unshare`: {e}"), "install util-linux"))?;
-    Ok(super::super::python::exit_code(status))
+    super::super::unshare::reexec(
+        &["--net", "--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM],
+        "the soak's namespaces (a network namespace, and a mount namespace with tmpfs mounts)",
+        "run it where root may create namespaces and mount tmpfs (a container needs CAP_SYS_ADMIN, e.g. \
+         docker run --privileged)",
+    )
 }
 
 /// Inside: checks that this is a fresh network namespace and brings its loopback up.
