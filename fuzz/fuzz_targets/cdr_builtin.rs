@@ -23,6 +23,10 @@ use freight_msg::{Buffer, Message};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "round_trip.rs"]
+mod round_trip;
+use round_trip::decoded;
+
 const BUILD: u8 = 0x80;
 
 /// Builds a value of a message type from fuzzer bytes.
@@ -137,24 +141,6 @@ where
     T: freight_msg::Element + for<'a> libfuzzer_sys::arbitrary::Arbitrary<'a>,
 {
     Ok(Buffer::from(u.arbitrary::<Vec<T>>()?))
-}
-
-/// Decode mode: whatever decodes round-trips.
-fn decoded<M: Message>(data: &[u8]) {
-    let Ok(msg) = M::from_cdr(data) else { return };
-    let name = M::TYPE_NAME;
-    let bytes = msg.to_cdr().unwrap_or_else(|e| panic!("decoded {name} does not encode: {e}"));
-    let again = M::from_cdr(&bytes).unwrap_or_else(|e| panic!("re-encoded {name} does not decode: {e}"));
-    assert_eq!(again, msg, "{name} changed in a round trip");
-    assert_eq!(again.to_cdr().unwrap(), bytes, "{name} encodes two ways");
-    // The same fields at the same alignment take the same bytes; the input
-    // may only add trailing padding.
-    assert!(
-        bytes.len() <= data.len() && data.len() - bytes.len() < 4,
-        "{name}: {} input bytes re-encode as {}",
-        data.len(),
-        bytes.len()
-    );
 }
 
 /// Build mode: whatever the encoder writes, the decoder reads back.
