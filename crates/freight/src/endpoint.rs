@@ -160,9 +160,17 @@ pub struct SubscriberAd {
     pub wait: WaitMode,
     /// The device of each device-pool backend it accepts.
     pub devices: Devices,
+    /// The inode of its process's pid namespace (`None` when unknown, or
+    /// advertised by a freight that did not say): `pid` means that process
+    /// only in that namespace, so device-pool holds, which are kept per pid,
+    /// are given only to subscribers of the publisher's own.
+    pub pid_ns: Option<u32>,
 }
 
-const PREFIX: &str = "fs1";
+/// Subscriber port names: `fs2`, or `fs1` of freight before the pid namespace
+/// was advertised (read, never written).
+const PREFIX: &str = "fs2";
+const PREFIX_V1: &str = "fs1";
 const PUBLISHER_PREFIX: &str = "fp1";
 
 /// A publisher as subscribers and tools see it.
@@ -249,15 +257,19 @@ fn parse_durability(s: &str) -> Option<Durability> {
 }
 
 impl SubscriberAd {
-    /// The port name (at most 64 bytes).
+    /// The port name (at most 64 bytes): `fs2;<pid>;<flags>;<pid ns>` and the
+    /// device fields, the pid and the namespace in hex, the flags one
+    /// character each (reliability, durability, wait) and the accepted
+    /// backends' bits in two hex digits.
     pub fn encode(&self) -> String {
         let mut s = format!(
-            "{PREFIX};{};{};{};{:02x};{}",
+            "{PREFIX};{:x};{}{}{}{:02x};{}",
             self.pid,
             reliability_code(self.reliability),
             durability_code(self.durability),
-            self.accepts.bits(),
             if self.wait == WaitMode::Block { 'b' } else { 's' },
+            self.accepts.bits(),
+            self.pid_ns.map_or_else(String::new, |ns| format!("{ns:x}")),
         );
         self.devices.encode(&mut s);
         s
@@ -266,20 +278,41 @@ impl SubscriberAd {
     /// Parses a port name; `None` for ports that are not freight subscribers.
     pub fn decode(s: &str) -> Option<Self> {
         let mut it = s.split(';');
-        if it.next()? != PREFIX {
-            return None;
+        match it.next()? {
+            PREFIX => {}
+            PREFIX_V1 => return Self::decode_v1(it),
+            _ => return None,
         }
+        let pid = u32::from_str_radix(it.next()?, 16).ok()?;
+        let flags = it.next()?;
+        let reliability = parse_reliability(flags.get(0..1)?)?;
+        let durability = parse_durability(flags.get(1..2)?)?;
+        let wait = parse_wait(flags.get(2..3)?)?;
+        let accepts = BackendSet::from_bits(u8::from_str_radix(flags.get(3..)?, 16).ok()?);
+        let pid_ns = match it.next()? {
+            "" => None,
+            hex => Some(u32::from_str_radix(hex, 16).ok()?),
+        };
+        let devices = Devices::decode(it)?;
+        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices, pid_ns })
+    }
+
+    fn decode_v1<'a>(mut it: impl Iterator<Item = &'a str>) -> Option<Self> {
         let pid = it.next()?.parse().ok()?;
         let reliability = parse_reliability(it.next()?)?;
         let durability = parse_durability(it.next()?)?;
         let accepts = BackendSet::from_bits(u8::from_str_radix(it.next()?, 16).ok()?);
-        let wait = match it.next()? {
-            "b" => WaitMode::Block,
-            "s" => WaitMode::Spin,
-            _ => return None,
-        };
+        let wait = parse_wait(it.next()?)?;
         let devices = Devices::decode(it)?;
-        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices })
+        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices, pid_ns: None })
+    }
+}
+
+fn parse_wait(s: &str) -> Option<WaitMode> {
+    match s {
+        "b" => Some(WaitMode::Block),
+        "s" => Some(WaitMode::Spin),
+        _ => None,
     }
 }
 
@@ -298,12 +331,18 @@ mod tests {
             accepts: BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice]),
             wait: WaitMode::Spin,
             devices: Devices::default(),
+            pid_ns: Some(4026531836),
         };
         let s = ad.encode();
-        assert!(s.len() <= 64, "{s}");
+        assert_eq!(s, "fs2;ffffffff;bts07;effffffc");
         assert_eq!(SubscriberAd::decode(&s), Some(ad));
+        let unknown_ns = SubscriberAd { pid_ns: None, ..ad };
+        assert_eq!(SubscriberAd::decode(&unknown_ns.encode()), Some(unknown_ns));
         assert_eq!(SubscriberAd::decode("other;1;r;v;01;b"), None);
         assert_eq!(SubscriberAd::decode("fs1;x;r;v;01;b"), None);
+        for bad in ["fs2;1;rv", "fs2;1;rvb01", "fs2;1;xvb01;", "fs2;1;rvb01;zz", "fs2;z;rvb01;", "fs2;1;rvbé1;"] {
+            assert_eq!(SubscriberAd::decode(bad), None, "{bad}");
+        }
         let p = PublisherAd {
             pid: 7,
             reliability: Reliability::Reliable,
@@ -327,19 +366,25 @@ mod tests {
             accepts: every,
             wait: WaitMode::Block,
             devices,
+            pid_ns: Some(u32::MAX),
         };
         let s = ad.encode();
-        assert_eq!(s, "fs1;4294967295;r;t;1f;b;cffeeddccbbaa9988;f0000000000000000");
+        assert_eq!(s, "fs2;ffffffff;rtb1f;ffffffff;cffeeddccbbaa9988;f0000000000000000");
         assert!(s.len() <= 64, "{} bytes: {s}", s.len());
         assert_eq!(SubscriberAd::decode(&s), Some(ad));
         for one in [Devices { fake_device: None, ..devices }, Devices { cuda: None, ..devices }] {
             let a = SubscriberAd { devices: one, ..ad };
             assert_eq!(SubscriberAd::decode(&a.encode()), Some(a));
         }
-        // Names of the earlier format (no device fields) still read, unknown
-        // fields are skipped, malformed device fields refuse the name.
+        // Names of the earlier formats (fs1, without device fields) still
+        // read, with no pid namespace; unknown fields are skipped, malformed
+        // device fields refuse the name.
         let old = SubscriberAd::decode("fs1;12;r;v;05;b").unwrap();
-        assert_eq!(old.devices, Devices::default());
+        assert_eq!((old.pid, old.devices, old.pid_ns), (12, Devices::default(), None));
+        assert_eq!(
+            SubscriberAd::decode("fs1;12;r;v;05;b;f0000000000000000").unwrap().devices.fake_device,
+            Some(DeviceTag([0; 8]))
+        );
         assert_eq!(
             SubscriberAd::decode("fs1;12;r;v;05;b;x1;fffeeddccbbaa9988").unwrap().devices.fake_device,
             Some(TAG)

@@ -10,13 +10,24 @@
 //! directory can test whatever its pid namespace.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use iceoryx2::config::Config;
 use iceoryx2::node::{NodeState, NodeView};
 use iceoryx2::prelude::CallbackProgression;
 
 use crate::topic::{lock, Ipc};
+
+/// The inode of this process's pid namespace (`/proc/self/ns/pid`), once
+/// read; `None` without `/proc`.
+pub(crate) fn pid_namespace() -> Option<u32> {
+    static NS: OnceLock<Option<u32>> = OnceLock::new();
+    *NS.get_or_init(|| {
+        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        let inode = link.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?;
+        inode.parse().ok()
+    })
+}
 
 /// The iceoryx2 nodes of this process that exist.
 static OWN_NODES: Mutex<Option<HashSet<u128>>> = Mutex::new(None);

@@ -802,9 +802,13 @@ impl PublisherInner {
     }
 
     /// Whether the subscription of `ad` takes this publisher's device memory
-    /// of `kind` as is: it accepts `kind` and is on the pool's device.
+    /// of `kind` as is: it accepts `kind`, is on the pool's device, and its
+    /// process is in this pid namespace (the pool keeps holds per pid, which
+    /// name another process in another namespace; such a subscription gets
+    /// the host copy).
     fn takes_pool_memory(&self, ad: &SubscriberAd, kind: BackendKind) -> bool {
-        takes_device_memory(kind, ad.accepts, ad.devices.get(kind) == self.device_tag)
+        let same_pids = ad.pid_ns.is_some() && ad.pid_ns == crate::process::pid_namespace();
+        same_pids && takes_device_memory(kind, ad.accepts, ad.devices.get(kind) == self.device_tag)
     }
 
     /// Says once on stderr, per subscription, that one accepts the pool's
@@ -817,21 +821,29 @@ impl PublisherInner {
         for (id, Subscriber { ad, .. }) in subs {
             if ad.accepts.contains(kind) && !self.takes_pool_memory(ad, kind) && noted.insert(*id) {
                 let name = |t: Option<DeviceTag>| t.map_or_else(|| "none".to_string(), |t| t.short());
+                let why = if ad.devices.get(kind) != self.device_tag {
+                    format!(
+                        "is on device {}, this publisher's memory on {}",
+                        name(ad.devices.get(kind)),
+                        name(self.device_tag)
+                    )
+                } else {
+                    "runs in another pid namespace (a container), whose process ids this publisher's pool cannot \
+                     tell apart from its own"
+                        .to_string()
+                };
                 eprintln!(
-                    "freight: publisher on {}: a subscription of process {} accepts {kind} but is on device {}, \
-                     this publisher's memory on {}; it receives a host copy of each message",
-                    self.topic,
-                    ad.pid,
-                    name(ad.devices.get(kind)),
-                    name(self.device_tag),
+                    "freight: publisher on {}: a subscription of process {} accepts {kind} but {why}; it receives a \
+                     host copy of each message",
+                    self.topic, ad.pid,
                 );
             }
         }
     }
 
     /// The process ids of subscribers on `route` that take `kind`'s memory
-    /// (they accept it and are on the pool's device; one entry per
-    /// subscription), and how many do not.
+    /// (they accept it, are on the pool's device and in this pid namespace;
+    /// one entry per subscription), and how many do not.
     fn readers(&self, route: Route, kind: BackendKind) -> (Vec<u32>, usize) {
         let split = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
             let (yes, no): (Vec<_>, Vec<_>) = ads.partition(|ad| self.takes_pool_memory(ad, kind));

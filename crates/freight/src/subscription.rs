@@ -146,6 +146,7 @@ impl<M: Message> Subscription<M> {
             accepts,
             wait: options.wait,
             devices: ctx.devices_of(accepts),
+            pid_ns: crate::process::pid_namespace(),
         };
         // Only the devices of accepted backends: asking creates the backend.
         let device = |k: BackendKind| accepts.contains(k).then(|| ctx.device_uuid(k)).flatten();

@@ -929,6 +929,54 @@ fn processes_of_two_pid_namespaces_with_the_same_pid_exchange_over_shared_memory
     publisher.finish();
 }
 
+/// A device-pool publisher keeps its holds per pid of its own namespace: a
+/// subscriber in another pid namespace (here pid 1 of its own, a pid that
+/// names init in the publisher's) gets the host copy, and no hold is ever
+/// recorded for a pid that means another process.
+#[test]
+fn a_subscriber_in_another_pid_namespace_gets_host_copies_of_device_memory_and_holds_nothing() {
+    const NAME: &str = "a_subscriber_in_another_pid_namespace_gets_host_copies_of_device_memory_and_holds_nothing";
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let possible = Command::new(OWN_PID_NAMESPACE[0])
+        .args(&OWN_PID_NAMESPACE[1..])
+        .arg("true")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !possible {
+        return freight_testkit::skip(NAME, freight_testkit::Lack::Setup, "`unshare --pid` needs root");
+    }
+    let _serial = serial();
+    const LEN: usize = 256 << 10;
+    let before = pools_of(std::process::id());
+    let n = device_node("pidns_device", GPU_A, 4 * LEN);
+    let t = topic("pidns_device");
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, QoS::keep_last(4), options).unwrap();
+    let pool = new_pool(&before);
+    let env = [
+        ("FREIGHT_TEST_TOPIC", t.as_str()),
+        ("FREIGHT_TEST_ACCEPT", "shm,fake-device"),
+        ("FREIGHT_TEST_COUNT", "3"),
+        ("FREIGHT_TEST_LEN", "262144"),
+        ("FREIGHT_FAKE_DEVICE_UUID", GPU_A_HEX),
+    ];
+    let mut sub = Kid::spawn_under(OWN_PID_NAMESPACE, NAME, "device_sub", &env);
+    sub.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    for k in 0..3 {
+        let mut m = p.loan(LEN).unwrap().write_from_fn(|i| pat(k, i));
+        m.layout.data_offset = k;
+        p.publish(m).unwrap();
+        assert_eq!(pool_holds(&pool), 0, "message {k}: a hold was recorded for a pid of another namespace");
+        let got = sub.expect("GOT", T);
+        assert_eq!(got, [k.to_string(), "true".into(), "shm".into(), "shm".into(), "true".into()], "message {k}");
+    }
+    sub.finish();
+}
+
 #[test]
 fn many_subscribers_and_publishers_share_a_topic() {
     if let Some(role) = child_role() {
