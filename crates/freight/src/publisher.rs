@@ -862,18 +862,24 @@ impl PublisherInner {
     /// connection is attached. One that has not attached yet (its process is
     /// stopped, or it has not taken since this publisher appeared) has a queue
     /// that fills and then skips samples silently: `send` just counts one
-    /// recipient fewer. The count is checked against the subscribers, re-read
-    /// now so that one that left during the send is not counted as missing.
-    /// Such a subscriber cannot be told apart from the others, so device holds
-    /// named for it stay until its process exits (the reaper takes them).
+    /// recipient fewer. The count is checked against the subscribers (re-read
+    /// if their number changed, so that one that left during the send is not
+    /// counted as missing).
+    ///
+    /// Such a subscriber cannot be told apart from the others: device holds
+    /// named for it stay until its process exits (the reaper takes them), and
+    /// a best-effort one that never attached counts as a reliable miss when
+    /// the topic has reliable subscribers too. A spurious `QueueFull` is
+    /// preferred to a silent loss.
     fn unannounced_misses(&self, recipients: usize, handled: &[(Option<SubscriberAd>, bool)]) -> usize {
-        if recipients + handled.len() >= self.summary.count.load(Ordering::Acquire)
-            || self.qos.reliability == Reliability::BestEffort
-        {
+        let known = self.summary.count.load(Ordering::Acquire);
+        if recipients + handled.len() >= known || self.qos.reliability == Reliability::BestEffort {
             return 0;
         }
         let n = self.services.data.dynamic_config().number_of_subscribers();
-        self.read_subscribers(n, crate::clock::coarse_ms());
+        if n != known {
+            self.read_subscribers(n, crate::clock::coarse_ms());
+        }
         let subs = lock(&self.subscribers);
         let unexplained = subs.len().saturating_sub(recipients + handled.len());
         let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
