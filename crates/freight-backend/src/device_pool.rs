@@ -32,7 +32,8 @@
 //!   time (1 s by default), checked by the next `allocate`, `stats` or
 //!   `reclaim_dead_readers`;
 //! * **dead pools**: creating a pool removes the pool files that processes of
-//!   this user left behind when they died without dropping their backend.
+//!   this user left behind when they died without dropping their backend: a
+//!   living creator holds its file's `flock`, whatever its pid namespace.
 //!
 //! # Pool file layout
 //!
@@ -865,6 +866,9 @@ fn still_names(path: &Path, meta: &std::fs::Metadata) -> bool {
 /// uid, a regular file that we own, a creator (the pid in the name) that is
 /// gone, and a lock that nobody holds (a creator in another pid namespace
 /// holds it). Returns how many were removed. Errors only leave a file in place.
+/// How long a new pool file may be without its creator's lock.
+const LOCK_GRACE: Duration = Duration::from_secs(10);
+
 fn remove_dead_pools(prefix: &str, dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -876,9 +880,9 @@ fn remove_dead_pools(prefix: &str, dir: &Path) -> usize {
         let Some(name) = name.to_str().filter(|n| valid_pool_name(prefix, n)) else {
             continue;
         };
-        if !pool_name_ids(prefix, name).is_some_and(|(owner, creator)| owner == uid && process_gone(creator)) {
+        let Some((owner, creator)) = pool_name_ids(prefix, name).filter(|&(owner, _)| owner == uid) else {
             continue;
-        }
+        };
         let path = entry.path();
         // Not following a link, nor waiting on a FIFO that bears a pool name.
         let opened = OpenOptions::new()
@@ -891,9 +895,15 @@ fn remove_dead_pools(prefix: &str, dir: &Path) -> usize {
         let Ok(meta) = file.metadata() else {
             continue;
         };
+        // The name's pid is the creator's in its own pid namespace: in another
+        // one it may name a living process here (pid 1 of a container is init),
+        // so a pool whose lock is free is dead anyway once it is older than a
+        // creator takes to lock it.
+        let old = meta.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > LOCK_GRACE);
         // Unlink only the file that was checked, not one that replaced it since.
         if meta.file_type().is_file()
             && meta.uid() == uid
+            && (old || process_gone(creator))
             && matches!(try_lock(&file), Ok(true))
             && still_names(&path, &meta)
         {
@@ -1994,9 +2004,16 @@ mod tests {
         let other_kind = pool("freight-cuda-", uid, dead, 5);
         let other = dir.join(format!("{prefix}{uid}-{dead}-not-a-pool"));
         std::fs::write(&other, b"").unwrap();
-        assert_eq!(remove_dead_pools(prefix, &dir), 1);
+        // Named by a pid of another namespace that is alive here (init), its
+        // lock free: dead once older than a creator takes to lock its file.
+        let init_new = pool(prefix, uid, 1, 6);
+        let init_old = pool(prefix, uid, 1, 7);
+        let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        File::options().write(true).open(&init_old).unwrap().set_modified(an_hour_ago).unwrap();
+        assert_eq!(remove_dead_pools(prefix, &dir), 2);
         assert!(!orphan.exists(), "the pool of a dead process is still there");
-        for kept in [&living, &locked, &foreign, &other, &other_kind] {
+        assert!(!init_old.exists(), "an old pool whose lock is free is still there");
+        for kept in [&living, &locked, &foreign, &other, &other_kind, &init_new] {
             assert!(kept.exists(), "{} was removed", kept.display());
         }
         drop(lock);
