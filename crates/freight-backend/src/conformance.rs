@@ -69,6 +69,8 @@ pub unsafe trait FrameBuilder {
     fn as_mut_ptr(&mut self) -> *mut u8;
     /// Seals the frame for reading.
     fn finish(self: Box<Self>) -> Frame;
+    /// Whether the sealed frame will be [`FrameMemory::is_process_local`].
+    fn is_process_local(&self) -> bool;
 }
 
 /// A frame that another process could share: heap bytes that report
@@ -121,6 +123,9 @@ unsafe impl FrameBuilder for VecFrameBuilder {
             FrameKind::Heap => Arc::new(HeapFrame(self.bytes)),
             FrameKind::Shared => Arc::new(SharedFrame(self.bytes)),
         }
+    }
+    fn is_process_local(&self) -> bool {
+        matches!(self.kind, FrameKind::Heap)
     }
 }
 
@@ -244,8 +249,12 @@ fn publish_for(h: &dyn Harness, len: usize, seed: u8, via: Via, readers: &[u32])
     let label = h.label();
     let region = if b.in_frame() { len } else { 0 };
     let mut builder = h.frame_builder(FRAME_HEAD + region + FRAME_TAIL);
-    let slot =
-        b.in_frame().then(|| FrameSlot { offset: FRAME_HEAD, ptr: builder.as_mut_ptr().wrapping_add(FRAME_HEAD), len });
+    let slot = b.in_frame().then(|| FrameSlot {
+        offset: FRAME_HEAD,
+        ptr: builder.as_mut_ptr().wrapping_add(FRAME_HEAD),
+        len,
+        process_local: builder.is_process_local(),
+    });
     let mut block = b.allocate(len, slot).unwrap_or_else(|e| panic!("{label}: allocating {len} bytes failed: {e}"));
     assert_eq!(block.len(), len, "{label}: allocated block has the wrong length");
     assert_eq!(block.is_empty(), len == 0, "{label}: is_empty of a {len}-byte block");
@@ -485,6 +494,7 @@ pub fn out_of_bounds_write_is_refused(h: &dyn Harness) {
             offset: FRAME_HEAD,
             ptr: builder.as_mut_ptr().wrapping_add(FRAME_HEAD),
             len,
+            process_local: builder.is_process_local(),
         });
         let mut block: BlockMut = b.allocate(len, slot).unwrap_or_else(|e| panic!("{label}: allocate: {e}"));
         let cases: [(usize, usize); 5] =

@@ -86,6 +86,10 @@ pub struct FrameSlot {
     pub ptr: *mut u8,
     /// Length of the region.
     pub len: usize,
+    /// Whether the frame is memory of this process alone (a [`HeapFrame`],
+    /// for intra-process delivery) rather than memory other processes may
+    /// map: backends that map shared memory for a device leave it unmapped.
+    pub process_local: bool,
 }
 
 // SAFETY: a FrameSlot is an exclusive claim on a region of a frame that the

@@ -526,6 +526,21 @@ fn map_shared(len: usize, at: Option<*mut u8>) -> *mut u8 {
     }
 }
 
+/// `len` bytes of a fresh memfd mapped twice: writable, as a publisher maps
+/// its segment, and read-only, as iceoryx2's subscribers map it.
+fn map_writer_and_reader(len: usize) -> (MappedFrame, MappedFrame) {
+    let writer = map_shared(len, None);
+    let path = format!("/proc/self/map_files/{:x}-{:x}", writer as usize, writer as usize + len);
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    // SAFETY: a new read-only mapping of a file of `len` bytes.
+    let reader = unsafe {
+        use std::os::fd::AsRawFd;
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0)
+    };
+    assert_ne!(reader, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    (MappedFrame { ptr: writer, len, owned: true }, MappedFrame { ptr: reader.cast(), len, owned: true })
+}
+
 /// A frame in a shared mapping; unmapped on drop when it owns the mapping.
 #[derive(Debug)]
 struct MappedFrame {
@@ -574,6 +589,9 @@ unsafe impl freight_backend::conformance::FrameBuilder for MappedFrameBuilder {
     fn finish(mut self: Box<Self>) -> Frame {
         Arc::new(self.0.take().unwrap())
     }
+    fn is_process_local(&self) -> bool {
+        false
+    }
 }
 
 /// `cuda-host` with frames in shared mappings, which it registers.
@@ -595,7 +613,7 @@ impl freight_backend::conformance::Harness for MappedHarness {
 /// bytes with `backend`, imports them, and checks the buffer.
 fn cuda_host_round_trip(backend: &CudaHostBackend, frame: MappedFrame, seed: u8) {
     let len = frame.len;
-    let slot = freight_backend::FrameSlot { offset: 0, ptr: frame.ptr, len };
+    let slot = freight_backend::FrameSlot { offset: 0, ptr: frame.ptr, len, process_local: false };
     let mut block = backend.allocate(len, Some(slot)).unwrap();
     assert!(block.device_view().is_some(), "no device view: {:?}", backend.last_registration_error());
     block.write_from_host(0, &pattern(len, seed)).unwrap();
@@ -617,6 +635,73 @@ fn cuda_host_conforms_over_shared_mappings() {
     run_all(&harness);
     cuda_host_round_trip(&harness.0, MappedFrame::new(4096), 3);
     assert_eq!(harness.0.last_registration_error(), None);
+}
+
+/// A subscriber's mapping of the publisher's segment is read-only, which the
+/// driver registers only when told so (else CUDA_ERROR_INVALID_VALUE, seen
+/// on an H200): the reader still gets a device view of the bytes.
+#[test]
+fn cuda_host_maps_a_read_only_mapping_as_a_subscriber_has() {
+    if !gpu_or_skip("cuda-host read-only mapping") {
+        return;
+    }
+    let backend = CudaHostBackend::new(0).unwrap();
+    let len = 1 << 16;
+    let (writer, reader) = map_writer_and_reader(len);
+    let slot = freight_backend::FrameSlot { offset: 0, ptr: writer.ptr, len, process_local: false };
+    let mut block = backend.allocate(len, Some(slot)).unwrap();
+    block.write_from_host(0, &pattern(len, 4)).unwrap();
+    let d = backend.export(block, &[std::process::id()]).unwrap();
+    let frame: Frame = Arc::new(reader);
+    let buf = backend.import(&frame, d.as_bytes()).unwrap();
+    let view = buf.device_view().unwrap_or_else(|| panic!("no device view: {:?}", backend.last_registration_error()));
+    assert!(view.host_mapped);
+    assert!(buf.host_bytes().unwrap() == pattern(len, 4));
+    assert_eq!(backend.last_registration_error(), None);
+    drop((buf, writer));
+}
+
+/// Private memory is refused for registration each time it is looked at, not
+/// remembered: a segment mapped where freed heap memory was (a large frame
+/// freed, then iceoryx2 mapping a segment) must not inherit its refusal. Seen
+/// on an H200 with the conformance tests in parallel threads.
+#[test]
+fn cuda_host_segment_mapped_where_private_memory_was_is_registered() {
+    if !gpu_or_skip("cuda-host segment over freed private memory") {
+        return;
+    }
+    let backend = CudaHostBackend::new(0).unwrap();
+    let len = 1 << 20;
+    // SAFETY: a new private anonymous mapping of our own.
+    let private = unsafe {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
+    };
+    assert_ne!(private, libc::MAP_FAILED);
+    let slot = freight_backend::FrameSlot { offset: 0, ptr: private.cast(), len, process_local: false };
+    assert!(backend.allocate(len, Some(slot)).unwrap().device_view().is_none(), "private memory has no device view");
+    // SAFETY: our own mapping, no longer used.
+    assert_eq!(unsafe { libc::munmap(private, len) }, 0);
+    let segment = MappedFrame { ptr: map_shared(len, Some(private.cast())), len, owned: true };
+    cuda_host_round_trip(&backend, segment, 5);
+}
+
+/// The driver maps registered memory for the GPU until it is unregistered:
+/// a segment registered in place and then unmapped (by iceoryx2, which does
+/// not tell freight) gave its address back to the kernel, and the next CUDA
+/// allocation placed there failed with CUDA_ERROR_ALREADY_MAPPED (seen on an
+/// H200, in torch's allocator).
+#[test]
+fn cuda_allocations_succeed_after_a_registered_segment_is_unmapped() {
+    if !gpu_or_skip("cuda allocation after a registered segment went away") {
+        return;
+    }
+    let host = CudaHostBackend::new(0).unwrap();
+    // Registers the frame's mapping, then drops (unmaps) the frame.
+    cuda_host_round_trip(&host, MappedFrame::new(1 << 20), 6);
+    let pool = CudaBackend::new(0, 4 << 20).unwrap();
+    let block = pool.allocate(1 << 20, None);
+    assert!(block.is_ok(), "allocating device memory: {:?}", block.err());
 }
 
 #[test]
@@ -648,6 +733,9 @@ const GPU_TESTS: &[&str] = &[
     "cuda_block_ordered_on_a_stream_by_another_process_returns_after_its_work",
     "cuda_block_imported_in_its_own_process_is_not_ipc_opened",
     "cuda_host_conforms_over_shared_mappings",
+    "cuda_host_maps_a_read_only_mapping_as_a_subscriber_has",
+    "cuda_host_segment_mapped_where_private_memory_was_is_registered",
+    "cuda_allocations_succeed_after_a_registered_segment_is_unmapped",
     "cuda_host_mapping_replaced_at_its_address_is_registered_again_from_any_thread",
 ];
 

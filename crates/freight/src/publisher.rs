@@ -159,7 +159,8 @@ impl FrameMut {
 
     pub(crate) fn slot(&mut self, offset: usize, len: usize) -> FrameSlot {
         // SAFETY: callers pass regions computed by `layout`, inside the frame.
-        FrameSlot { offset, ptr: unsafe { self.base().add(offset) }, len }
+        let process_local = matches!(self, FrameMut::Heap(_));
+        FrameSlot { offset, ptr: unsafe { self.base().add(offset) }, len, process_local }
     }
 
     fn write_at(&mut self, offset: usize, bytes: &[u8]) {

@@ -293,13 +293,18 @@ pub(crate) fn stream_synchronize(stream: u64) -> Result<()> {
     check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(stream as usize as sys::CUstream) })
 }
 
-/// Page-locks `len` bytes at `ptr` and maps them for every device.
+/// Page-locks `len` bytes at `ptr` and maps them for every device, for
+/// reading only when `read_only` (as pages this process maps read-only must be).
 ///
 /// # Safety
 /// `ptr .. ptr + len` is a mapping of this process that stays mapped until
 /// [`host_unregister`] (or the process ends).
-pub(crate) unsafe fn host_register(ptr: *mut c_void, len: usize) -> Result<()> {
-    let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+pub(crate) unsafe fn host_register(ptr: *mut c_void, len: usize, read_only: bool) -> Result<()> {
+    let mut flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+    if read_only {
+        // Required for pages mapped read-only (else CUDA_ERROR_INVALID_VALUE).
+        flags |= sys::CU_MEMHOSTREGISTER_READ_ONLY;
+    }
     // SAFETY: as the caller guarantees.
     check("cuMemHostRegister_v2", unsafe { sys::cuMemHostRegister_v2(ptr, len, flags) })
 }

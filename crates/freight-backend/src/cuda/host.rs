@@ -6,20 +6,26 @@
 //!
 //! Registration is per mapping, not per message: the first buffer in a
 //! mapping (an iceoryx2 segment) finds the whole mapping in
-//! `/proc/self/maps` and registers it once. The registration is kept for the
-//! life of the mapping, since registering costs far more than a message;
-//! before each use the cached mapping is checked to be the same one still
-//! (`/proc/self/map_files/<range>` names the same file): a segment that was
-//! unmapped and replaced at the same address is unregistered and the new one
-//! registered (anonymous mappings, which have no such entry, are looked up
-//! again after a second). A mapping that goes away and is never replaced stays pinned
-//! until the process ends (the driver holds its pages); iceoryx2 keeps its
-//! segments for the life of the publisher, so that is the common case anyway.
+//! `/proc/self/maps`, maps its pages a second time and registers that
+//! mapping once, since registering costs far more than a message. The second
+//! mapping is freight's: the driver maps registered memory for the GPU at its
+//! host address until it is unregistered, and a segment iceoryx2 unmaps
+//! would give its address back to the kernel while the GPU still maps it
+//! (the next CUDA allocation placed there fails). Before each use the
+//! segment is checked to be the same one still (`/proc/self/map_files/<range>`
+//! names the same file), and every registration at most once a second: one
+//! whose segment was unmapped or replaced is unregistered, then unmapped.
+//! A subscriber maps a publisher's segment read-only, and such a mapping is
+//! registered read-only (`CU_MEMHOSTREGISTER_READ_ONLY`; the driver refuses
+//! it otherwise).
 //!
 //! Only shared mappings are registered: a frame in process-private memory
-//! (intra-process delivery) is served as plain host bytes. Whenever
-//! registration fails, the buffer is still host bytes, with no device view;
-//! [`CudaHostBackend::last_registration_error`] says why.
+//! (intra-process delivery) is served as plain host bytes, without a look at
+//! the maps. Private memory is never remembered as "not registrable": it has
+//! no file to tell one mapping from the next at the same address, and a
+//! segment mapped where freed heap memory was must not inherit its refusal.
+//! Whenever registration fails, the buffer is still host bytes, with no
+//! device view; [`CudaHostBackend::last_registration_error`] says why.
 //!
 //! A writer that filled its block with kernels names its stream
 //! ([`WritableBlock::set_write_stream`](crate::WritableBlock::set_write_stream));
@@ -43,37 +49,86 @@ use crate::{Frame, FrameSlot, ImportError, WritableBlock, WriteError};
 
 const KIND: BackendKind = BackendKind::CudaHost;
 
-/// How long a look at an anonymous mapping is trusted: they have no
-/// `/proc/self/map_files` entry to check cheaply, so they are looked up again.
-const ANONYMOUS_TRUST: Duration = Duration::from_secs(1);
-
-/// A mapping of this process looked at for registration.
+/// A shared mapping of this process looked at for registration.
 struct Registration {
     map: MapEntry,
-    /// When the mapping was read from `/proc/self/maps`.
-    read_at: Instant,
-    /// `Ok(true)` registered by freight (and to unregister when replaced),
-    /// `Ok(false)` registered by someone else before, `Err` why it cannot be.
-    outcome: Result<bool, String>,
+    /// freight's registered second mapping of the same pages, or why there
+    /// is none.
+    outcome: Result<Pinned, String>,
     /// Its device address, per device ordinal.
     device_bases: Vec<(i32, u64)>,
 }
 
-/// The registrations of this process: registration is process-wide.
-static REGISTRY: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
+/// A second mapping of a segment's pages, made by freight and registered
+/// with the driver in place of the segment's own mapping.
+///
+/// The driver keeps registered memory mapped for the GPU at its host
+/// address until it is unregistered, whatever the process does with that
+/// address. A segment is unmapped by iceoryx2, which does not tell freight:
+/// registered in place, its address went back to the kernel while the GPU
+/// mapping stayed, and the next allocation placed there — torch's
+/// `cudaMalloc`, freight's pool — failed with `CUDA_ERROR_ALREADY_MAPPED`
+/// (seen on an H200). freight's own mapping is unmapped only after it is
+/// unregistered, so no address the driver still maps is ever handed out.
+struct Pinned {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+}
 
-fn registry() -> MutexGuard<'static, Vec<Registration>> {
+// SAFETY: the mapping is owned by the registry, which serializes access.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// Maps the pages of `map` a second time (`mremap` with an old size of
+    /// 0 does so for shared mappings, with no file to open), checking that
+    /// they are the same file's.
+    fn new(map: &MapEntry) -> Result<Pinned, String> {
+        let len = map.end - map.start;
+        // SAFETY: `map` is a shared mapping of this process (read from the
+        // maps just now); the old size 0 leaves it as it is.
+        let ptr = unsafe { libc::mremap(map.start as *mut libc::c_void, 0, len, libc::MREMAP_MAYMOVE) };
+        if ptr == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("mapping {} ({:#x}..{:#x}) again: {e}", map.path, map.start, map.end));
+        }
+        let pinned = Pinned { ptr, len };
+        // The segment may have been replaced since the maps were read.
+        match maps::find_own(ptr as usize)? {
+            Some(m) if (m.dev, m.inode, m.offset) == (map.dev, map.inode, map.offset) => Ok(pinned),
+            _ => Err(format!("{} ({:#x}..{:#x}) was replaced while being registered", map.path, map.start, map.end)),
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: a mapping made in `new`, unregistered (or never
+        // registered) by now, and read through no buffer any more.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// The registrations of this process: registration is process-wide.
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { entries: Vec::new(), swept: None });
+
+struct Registry {
+    entries: Vec<Registration>,
+    /// When registrations of segments that are gone were last looked for.
+    swept: Option<Instant>,
+}
+
+/// How often every registration is checked for a segment that is gone (its
+/// pinned pages are then given back).
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether `r` still describes the mapping it was read from: the mapping of
-/// exactly that range is the same file (anonymous mappings: within
-/// [`ANONYMOUS_TRUST`] of the reading).
+/// exactly that range is the same file.
 fn still_mapped(r: &Registration) -> bool {
     let m = &r.map;
-    if m.inode == 0 {
-        return r.read_at.elapsed() < ANONYMOUS_TRUST;
-    }
     let link = format!("/proc/self/map_files/{:x}-{:x}", m.start, m.end);
     match std::fs::metadata(&link) {
         Ok(meta) => meta.ino() == m.inode,
@@ -88,35 +143,40 @@ fn still_mapped(r: &Registration) -> bool {
 fn device_pointer(device: &Device, ptr: *const u8) -> Result<u64, String> {
     let addr = ptr as usize;
     let mut registry = registry();
-    let found = registry.iter().position(|r| (r.map.start..r.map.end).contains(&addr));
-    if let Some(i) = found.filter(|&i| !still_mapped(&registry[i])) {
-        forget(device, registry.swap_remove(i));
+    let registry = &mut *registry;
+    if registry.swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
+        registry.swept = Some(Instant::now());
+        forget_where(device, &mut registry.entries, |r| !still_mapped(r));
     }
-    let i = match registry.iter().position(|r| (r.map.start..r.map.end).contains(&addr)) {
+    let entries = &mut registry.entries;
+    let holds = |r: &Registration| (r.map.start..r.map.end).contains(&addr);
+    forget_where(device, entries, |r| holds(r) && !still_mapped(r));
+    let i = match entries.iter().position(holds) {
         Some(i) => i,
         None => {
             let map = maps::find_own(addr)?.ok_or_else(|| format!("no mapping of this process holds {addr:#x}"))?;
-            // Registrations of earlier mappings that this one overlaps are
-            // stale (live mappings never overlap), and the driver refuses to
-            // register over them (HOST_MEMORY_ALREADY_REGISTERED).
-            let overlaps = |r: &Registration| r.map.start < map.end && map.start < r.map.end;
-            while let Some(i) = registry.iter().position(overlaps) {
-                forget(device, registry.swap_remove(i));
+            if !map.shared || map.inode == 0 {
+                return Err(format!(
+                    "the memory at {:#x} is private to this process ({}), not a shared mapping",
+                    map.start,
+                    if map.path.is_empty() { "anonymous" } else { &map.path }
+                ));
             }
+            // Registrations of earlier mappings that this one overlaps are
+            // stale (live mappings never overlap).
+            forget_where(device, entries, |r| r.map.start < map.end && map.start < r.map.end);
             let outcome = register(device, &map);
-            registry.push(Registration { map, read_at: Instant::now(), outcome, device_bases: Vec::new() });
-            registry.len() - 1
+            entries.push(Registration { map, outcome, device_bases: Vec::new() });
+            entries.len() - 1
         }
     };
-    let r = &mut registry[i];
-    if let Err(reason) = &r.outcome {
-        return Err(reason.clone());
-    }
+    let r = &mut entries[i];
+    let pinned = r.outcome.as_ref().map_err(String::clone)?;
     let base = match r.device_bases.iter().find(|(o, _)| *o == device.ordinal()) {
         Some(&(_, base)) => base,
         None => {
             device.bind().map_err(|e| e.to_string())?;
-            let base = driver::host_device_pointer(r.map.start as *mut std::ffi::c_void).map_err(|e| e.to_string())?;
+            let base = driver::host_device_pointer(pinned.ptr).map_err(|e| e.to_string())?;
             r.device_bases.push((device.ordinal(), base));
             base
         }
@@ -124,38 +184,42 @@ fn device_pointer(device: &Device, ptr: *const u8) -> Result<u64, String> {
     Ok(base + (addr - r.map.start) as u64)
 }
 
-/// Forgets the registration of a mapping that is gone, unregistering it if
-/// freight registered it.
-fn forget(device: &Device, gone: Registration) {
-    if gone.outcome == Ok(true) {
-        // The calling thread may have no context current yet (a subscriber's
-        // first import); the driver needs one. Registrations are portable:
-        // any device's context will do.
-        if device.bind().is_err() {
-            return;
+/// Forgets the registrations `gone` selects, unregistering and unmapping
+/// freight's mappings of their pages.
+fn forget_where(device: &Device, entries: &mut Vec<Registration>, gone: impl Fn(&Registration) -> bool) {
+    let mut i = 0;
+    while i < entries.len() {
+        if !gone(&entries[i]) {
+            i += 1;
+            continue;
         }
-        // SAFETY: freight registered this range; the mapping it was made
-        // for is gone, so no buffer of it is alive to be read by a device.
-        let _ = unsafe { driver::host_unregister(gone.map.start as *mut std::ffi::c_void) };
+        if let Ok(pinned) = entries.swap_remove(i).outcome {
+            // The calling thread may have no context current yet (a
+            // subscriber's first import); the driver needs one.
+            // Registrations are portable: any device's context will do.
+            // SAFETY: freight registered this mapping; the segment it was
+            // made for is gone, so no buffer of it is alive to be read by a
+            // device.
+            let unregistered = device.bind().is_ok() && unsafe { driver::host_unregister(pinned.ptr) }.is_ok();
+            if !unregistered {
+                // Unmapped, its address could be handed out while the
+                // driver still maps it: kept until the process ends.
+                std::mem::forget(pinned);
+            }
+        }
     }
 }
 
-/// Page-locks and maps a whole shared mapping for every device.
-fn register(device: &Device, map: &MapEntry) -> Result<bool, String> {
-    if !map.shared {
-        return Err(format!(
-            "the memory at {:#x} is private to this process ({}), not a shared mapping",
-            map.start,
-            if map.path.is_empty() { "anonymous" } else { &map.path }
-        ));
-    }
+/// Maps a whole shared mapping's pages a second time and page-locks and maps
+/// them for every device (read-only for the device where the mapping is
+/// read-only here).
+fn register(device: &Device, map: &MapEntry) -> Result<Pinned, String> {
     device.bind().map_err(|e| e.to_string())?;
-    // SAFETY: the range is a whole mapping of this process (read from
-    // /proc/self/maps just now); it is unregistered only after it was found
-    // unmapped, and otherwise stays registered until the process ends.
-    match unsafe { driver::host_register(map.start as *mut std::ffi::c_void, map.end - map.start) } {
-        Ok(()) => Ok(true),
-        Err(e) if e.is("HOST_MEMORY_ALREADY_REGISTERED") => Ok(false),
+    let pinned = Pinned::new(map)?;
+    // SAFETY: the range is freight's own mapping, unmapped only after it is
+    // unregistered.
+    match unsafe { driver::host_register(pinned.ptr, pinned.len, !map.writable) } {
+        Ok(()) => Ok(pinned),
         Err(e) => Err(format!("registering {} ({:#x}..{:#x}): {e}", map.path, map.start, map.end)),
     }
 }
@@ -286,7 +350,7 @@ impl Backend for CudaHostBackend {
             return Err(AllocError::TooLarge { backend: KIND, len, max: self.max_block_len });
         }
         let inner = InFrameBlock::new(KIND, len, slot)?;
-        let device = self.map(inner.slot().ptr, len);
+        let device = if inner.slot().process_local { None } else { self.map(inner.slot().ptr, len) };
         Ok(Box::new(CudaHostBlock { inner, device, write_stream: None }))
     }
 

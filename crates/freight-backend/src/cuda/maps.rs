@@ -10,6 +10,8 @@ pub(crate) struct MapEntry {
     /// Whether it is a shared mapping (`s` in the permissions): memory that
     /// other processes may map too, as iceoryx2's segments are.
     pub(crate) shared: bool,
+    /// Whether this process may write it (`w` in the permissions).
+    pub(crate) writable: bool,
     /// Offset of the mapping in its file.
     pub(crate) offset: u64,
     /// The file's device (`major:minor`, hexadecimal in the file) and inode.
@@ -33,6 +35,7 @@ pub(crate) fn parse_line(line: &str) -> Option<MapEntry> {
         start: hex_usize(start)?,
         end: hex_usize(end)?,
         shared: perms.len() == 4 && perms.as_bytes()[3] == b's',
+        writable: perms.len() == 4 && perms.as_bytes()[1] == b'w',
         offset: u64::from_str_radix(offset, 16).ok()?,
         dev: (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?),
         inode: inode.parse().ok()?,
@@ -74,6 +77,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 start: 0x7f3a_1000_0000,
                 end: 0x7f3a_1400_0000,
                 shared: true,
+                writable: true,
                 offset: 0,
                 dev: (0, 0x1a),
                 inode: 4242,
@@ -83,7 +87,9 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         let spaced = parse_line(MAPS.lines().nth(3).unwrap()).unwrap();
         assert_eq!((spaced.offset, spaced.path.as_str()), (0x1000, "/dev/shm/with spaces in name"));
         let anonymous = parse_line(MAPS.lines().nth(4).unwrap()).unwrap();
-        assert_eq!((anonymous.shared, anonymous.path.as_str()), (false, ""));
+        assert_eq!((anonymous.shared, anonymous.writable, anonymous.path.as_str()), (false, true, ""));
+        let program = parse_line(MAPS.lines().next().unwrap()).unwrap();
+        assert!(!program.writable && !program.shared);
         let top = parse_line(MAPS.lines().nth(5).unwrap()).unwrap();
         assert_eq!(top.end, 0xffff_ffff_ff60_1000);
     }

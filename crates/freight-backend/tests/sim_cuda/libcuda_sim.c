@@ -36,8 +36,16 @@
  *   - Copies are memcpy, bounds-checked against the known ranges
  *     (allocations, IPC openings, registered host memory).
  *   - cuMemHostRegister records the range, refusing overlaps with
- *     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; the device pointer of
- *     registered host memory is its host address.
+ *     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, and pages this process
+ *     cannot write (per /proc/self/maps) without CU_MEMHOSTREGISTER_READ_ONLY
+ *     with CUDA_ERROR_INVALID_VALUE, as the real driver does (seen on an
+ *     H200, driver 580); the device pointer of registered host memory is its
+ *     host address. The real driver keeps registered memory mapped for the
+ *     GPU at its address until it is unregistered, and an allocation the
+ *     kernel later places at that address, once the process unmapped it,
+ *     fails with CUDA_ERROR_ALREADY_MAPPED (seen on an H200): cuMemAlloc
+ *     fails so whenever registered memory is no longer mapped, wherever the
+ *     kernel would place the new allocation.
  *   - FREIGHT_SIM_CUDA_TRACE=1: every failed call is written to stderr as
  *     "freight-sim-cuda: <function> failed: <CUDA_ERROR_...>", and at exit
  *     (or unload) what is still live ("freight-sim-cuda: at exit: ...");
@@ -79,6 +87,7 @@ enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_MAP_FAILED = 205,
+    CUDA_ERROR_ALREADY_MAPPED = 208,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
@@ -89,6 +98,7 @@ enum {
 #define CU_EVENT_INTERPROCESS 0x4u
 #define CU_MEMHOSTREGISTER_PORTABLE 0x1u
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x2u
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x8u
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -169,6 +179,7 @@ static const struct { CUresult code; const char *name; const char *text; } ERROR
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {CUDA_ERROR_MAP_FAILED, "CUDA_ERROR_MAP_FAILED", "mapping of buffer object failed"},
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
@@ -451,9 +462,31 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 
 /* ---- device memory ---- */
 
+/* Whether every byte of every registered host range is still mapped in
+ * this process (1), not (0), or the maps cannot be read (-1). */
+static int registered_host_memory_mapped(void) {
+    for (size_t i = 0; i < n_ranges; i++) {
+        if (ranges[i].kind != RANGE_HOST) continue;
+        uintptr_t a = ranges[i].base, z = a + ranges[i].size;
+        FILE *maps = fopen("/proc/self/maps", "r");
+        if (!maps) return -1;
+        char line[512];
+        size_t covered = 0;
+        while (fgets(line, sizeof line, maps)) {
+            unsigned long start, end;
+            if (sscanf(line, "%lx-%lx", &start, &end) != 2 || end <= a || start >= z) continue;
+            covered += (end < z ? end : z) - (start > a ? start : a);
+        }
+        fclose(maps);
+        if (covered != ranges[i].size) return 0;
+    }
+    return 1;
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     ENTER(ctx);
     if (!dptr || size == 0) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (registered_host_memory_mapped() != 1) UNLOCK_RETURN(CUDA_ERROR_ALREADY_MAPPED);
     unsigned long long id = next_id++;
     char name[64];
     shm_name(name, sizeof name, getpid(), id);
@@ -684,10 +717,28 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 
 /* ---- registered host memory ---- */
 
+/* Whether every mapping of this process overlapping [a, a + size) is
+ * writable (1), not (0), or the maps cannot be read (-1). */
+static int range_writable(uintptr_t a, size_t size) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return -1;
+    char line[512];
+    int writable = 1;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3) continue;
+        if (start < a + size && a < end && perms[1] != 'w') writable = 0;
+    }
+    fclose(maps);
+    return writable;
+}
+
 EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags) {
     ENTER(ctx);
     if (!p || size == 0 || (flags & ~0xfu) != 0) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
     uintptr_t a = (uintptr_t)p;
+    if (!(flags & CU_MEMHOSTREGISTER_READ_ONLY) && range_writable(a, size) != 1) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
     for (size_t i = 0; i < n_ranges; i++) {
         struct range *r = &ranges[i];
         if (r->kind == RANGE_HOST && a < r->base + r->size && r->base < a + size)
