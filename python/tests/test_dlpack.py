@@ -7,6 +7,8 @@ writable until it is published. Exports never copy unless asked to.
 
 import ctypes
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -276,6 +278,56 @@ def test_a_published_loan_can_no_longer_be_exported(node, topic):
     for kwargs in ({}, {"max_version": (1, 0)}):
         with pytest.raises((BufferError, ValueError), match="published"):
             arr.base.__dlpack__(**kwargs)
+
+
+# A consumer that frees a tensor without the GIL while this thread is inside
+# freight (torch does, freeing a loan tensor held by a message freight frees):
+# the export's last reference must be released under the GIL all the same.
+# In a child process: before the fix it died with SIGSEGV.
+DELETER_WITHOUT_THE_GIL = """
+import ctypes, sys
+import freight
+from freight.msgs.std_msgs import UInt8MultiArray
+
+versioned = sys.argv[1] == "versioned"
+name = b"dltensor_versioned" if versioned else b"dltensor"
+ctx = freight.Context(local_only=True)
+pub = freight.Node("dlpack_gil", context=ctx).create_publisher(UInt8MultiArray, sys.argv[2], 1)
+buf = pub.loan_buffer((16,), "uint8", device="cpu")
+capsule = buf.__dlpack__(max_version=(1, 0)) if versioned else buf.__dlpack__()
+api = ctypes.pythonapi
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+managed = api.PyCapsule_GetPointer(capsule, name)
+api.PyCapsule_SetName(capsule, b"used_" + name)  # taken, as a consumer does
+del capsule, buf  # the export holds the loan's last reference
+# The deleter: after (version, manager_ctx) in a versioned tensor, after (DLTensor, manager_ctx) in a legacy one.
+at = managed + (16 if versioned else 56)
+deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.c_void_p.from_address(at).value)
+
+
+class Consumer:
+    def __dlpack_device__(self):
+        deleter(managed)  # a CFUNCTYPE call releases the GIL
+        return (2, 0)
+
+
+UInt8MultiArray(data=Consumer())
+ctx.shutdown()
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("kind", ["versioned", "legacy"])
+def test_a_deleter_called_without_the_gil_inside_a_freight_call_releases_the_loan_safely(topic, kind):
+    run = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", DELETER_WITHOUT_THE_GIL, kind, topic],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (run.returncode, run.stdout.strip()) == (0, "survived"), run.stderr[-2000:]
 
 
 # ------------------------------------------------------------------ torch

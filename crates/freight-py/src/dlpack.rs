@@ -150,22 +150,49 @@ struct Exported<T> {
     /// The extents; `dl_tensor.shape` points into this vector's heap buffer,
     /// which does not move with the box.
     shape: Vec<i64>,
-    /// Keeps the memory alive (dropped by the deleter, with or without the GIL:
-    /// PyO3 defers the decref until a thread holds it).
-    _owner: Py<PyAny>,
+    /// Keeps the memory alive; released by [`free_export`].
+    owner: Py<PyAny>,
     /// The bytes, when the consumer asked for a copy.
     _copy: Option<Vec<u8>>,
+}
+
+/// Frees an export and releases its owner under the GIL, taken here.
+///
+/// A consumer may call the deleter without the GIL even while this thread
+/// is inside a call into freight: torch releases it while it destroys a
+/// tensor's storage, and a message freed by freight frees its tensor. PyO3
+/// counts that thread as holding the GIL still and would drop the owner
+/// without it (a crash in `PyObject_GC_Del`, seen with torch on a GPU).
+/// `PyGILState_Ensure` asks CPython itself, and takes the GIL only when this
+/// thread does not hold it.
+///
+/// # Safety
+/// `exported` is a leaked `Box<Exported<T>>`, freed once.
+unsafe fn free_export<T>(exported: *mut Exported<T>) {
+    // SAFETY: as the caller guarantees.
+    let Exported { owner, .. } = *unsafe { Box::from_raw(exported) };
+    // SAFETY: a DLPack deleter runs before the interpreter is finalized, or
+    // (checked) the reference is left to the process's end.
+    unsafe {
+        if ffi::Py_IsInitialized() == 0 {
+            std::mem::forget(owner);
+            return;
+        }
+        let gil = ffi::PyGILState_Ensure();
+        ffi::Py_DECREF(owner.into_ptr());
+        ffi::PyGILState_Release(gil);
+    }
 }
 
 unsafe extern "C" fn delete_legacy(t: *mut DLManagedTensor) {
     // SAFETY: `t` is the first field of a leaked `Box<Exported<_>>` (repr(C)),
     // and DLPack calls the deleter once.
-    drop(unsafe { Box::from_raw(t.cast::<Exported<DLManagedTensor>>()) });
+    unsafe { free_export(t.cast::<Exported<DLManagedTensor>>()) }
 }
 
 unsafe extern "C" fn delete_versioned(t: *mut DLManagedTensorVersioned) {
     // SAFETY: as in `delete_legacy`.
-    drop(unsafe { Box::from_raw(t.cast::<Exported<DLManagedTensorVersioned>>()) });
+    unsafe { free_export(t.cast::<Exported<DLManagedTensorVersioned>>()) }
 }
 
 /// Frees a capsule that no consumer took (a consumer renames it `used_…`).
@@ -327,7 +354,7 @@ pub(crate) fn export<'py>(
                     dl_tensor: dl_tensor(),
                 },
                 shape,
-                _owner: owner,
+                owner,
                 _copy: copy,
             }));
             (*b).managed.dl_tensor.shape = (*b).shape.as_mut_ptr();
@@ -345,7 +372,7 @@ pub(crate) fn export<'py>(
                     deleter: Some(delete_legacy),
                 },
                 shape,
-                _owner: owner,
+                owner,
                 _copy: copy,
             }));
             (*b).managed.dl_tensor.shape = (*b).shape.as_mut_ptr();
