@@ -880,7 +880,7 @@ fn remove_dead_pools(prefix: &str, dir: &Path) -> usize {
         let Some(name) = name.to_str().filter(|n| valid_pool_name(prefix, n)) else {
             continue;
         };
-        let Some((owner, creator)) = pool_name_ids(prefix, name).filter(|&(owner, _)| owner == uid) else {
+        let Some((_, creator)) = pool_name_ids(prefix, name).filter(|&(owner, _)| owner == uid) else {
             continue;
         };
         let path = entry.path();
