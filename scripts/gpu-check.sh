@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The GPU checklist: every CUDA test under compute-sanitizer, and the
+# robot-arm demo's cuda / cuda-host / cpu table (BENCHMARKS.md), on a machine
+# with an NVIDIA GPU.
+#
+#   scripts/gpu-check.sh prepare      # where Rust is: builds into target/gpu-check
+#   scripts/gpu-check.sh run [DIR]    # on the GPU machine: logs and the table into DIR
+#
+# The halves are apart because a GPU machine may have no Rust toolchain:
+# `prepare` leaves in target/gpu-check everything `run` needs (the freight
+# tool, the abi3 wheel, the freight-backend test binaries, stripped), so that
+# directory alone travels with the source tree. `run` needs a python3 with
+# torch (and cupy, if its tests should run rather than skip), pytest and
+# compute-sanitizer on PATH; it installs the wheel into a temporary directory
+# and leaves the interpreter's packages alone. Each step is stopped after
+# GPU_CHECK_STEP_TIMEOUT seconds (default 900); GPU_CHECK_DEMO=0 leaves the
+# demo out. It ends with a summary and
+# exits non-zero when any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PACK=target/gpu-check
+
+prepare() {
+    set -e
+    make build wheel
+    rm -rf "$PACK" && mkdir -p "$PACK/tests"
+    cp target/release/freight "$PACK/"
+    cp target/wheels/freight-*.whl "$PACK/"
+    cargo test --release --locked -p freight-backend --no-run --message-format=json \
+        | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])' \
+        | while read -r exe; do cp "$exe" "$PACK/tests/"; done
+    strip "$PACK/freight" "$PACK"/tests/*
+    # The simulated-driver test compiles its C source from the path it was built at.
+    pwd >"$PACK/built-in"
+    du -sh "$PACK"
+}
+
+run() {
+    local out=${1:-gpu-check-out}
+    mkdir -p "$out"
+    local py=${PYTHON:-python3} failed=()
+    step() { # step NAME COMMAND...: runs it, its output into $out/NAME.log
+        local name=$1; shift
+        echo "== $name: $*"
+        if timeout "${GPU_CHECK_STEP_TIMEOUT:-900}" "$@" >"$out/$name.log" 2>&1; then echo "   ok"; else echo "   FAILED ($?)"; failed+=("$name"); fi
+    }
+    nvidia-smi -L | tee "$out/gpu.txt"
+    local site
+    site=$(mktemp -d)
+    "$py" -m pip install -q --no-index --no-deps --target "$site" "$PACK"/freight-*.whl || exit 1
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" FREIGHT_BIN="$PWD/$PACK/freight"
+    local built
+    built=$(cat "$PACK/built-in")
+    [ -e "$built" ] || { mkdir -p "$(dirname "$built")" && ln -s "$PWD" "$built"; }
+
+    [ "${GPU_CHECK_DEMO:-1}" = 0 ] || step demo "$PACK/freight" demo robot-arm --python "$py" -- compare --seconds 3
+    # Plain first: a verdict even if the sanitized run below outlasts its time.
+    step test_cuda "$py" -m pytest -v -rs -p no:cacheprovider python/tests/test_cuda.py
+    local bin
+    # memcheck of every process (peers too). Driver calls that return an
+    # error are freight's to handle, and its tests check that it does; some
+    # are expected (cuMemHostUnregister of a mapping the driver let go of when
+    # it was replaced), so the sanitizer reports memory errors only.
+    # Test binaries that never load the driver (the unit tests) pass too.
+    local sanitize=(compute-sanitizer --error-exitcode 9 --target-processes all --report-api-errors no
+        --require-cuda-init no)
+    for bin in "$PACK"/tests/*; do
+        # The simulated driver is a test double: sanitizing it checks nothing.
+        step "sanitize-$(basename "$bin")" "${sanitize[@]}" \
+            "$bin" --test-threads 1 --skip gpu_tests_run_on_the_simulated_cuda_driver
+        if "$bin" --list | grep -q '^gpu_tests_run_on_the_simulated_cuda_driver:'; then
+            step "sim-$(basename "$bin")" "$bin" --exact gpu_tests_run_on_the_simulated_cuda_driver
+        fi
+    done
+    step sanitize-test_cuda "${sanitize[@]}" "$py" -m pytest -q -rs -p no:cacheprovider python/tests/test_cuda.py
+
+    if [ -f "$out/demo.log" ]; then
+        echo "== demo table"
+        sed -n '/^Resolution/,$p' "$out/demo.log"
+    fi
+    echo "== skips and sanitizer findings"
+    grep -h 'SKIPPED\|ERROR SUMMARY\|^FAILED\|passed\|failed' "$out"/*.log
+    if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; exit 1; fi
+    echo "every step passed"
+}
+
+case ${1:-} in
+prepare) prepare ;;
+run) shift; run "$@" ;;
+*) echo "usage: $0 prepare | run [DIR]" >&2; exit 2 ;;
+esac
