@@ -37,11 +37,13 @@
 
 pub mod clock;
 mod context;
+mod delivery;
 pub mod endpoint;
 mod error;
 mod executor;
 mod frame;
 pub mod graph;
+mod limits;
 mod loan;
 pub mod names;
 mod negotiation;
@@ -52,10 +54,11 @@ pub mod qos;
 mod ros_discovery;
 mod sample;
 mod subscription;
+mod sync;
 mod topic;
 mod waitset;
 
-pub use context::{Context, ContextBuilder, Limits, Node};
+pub use context::{Context, ContextBuilder, Node};
 pub use endpoint::{DeviceTag, Devices, WaitMode};
 pub use error::{BackendUnavailable, ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
 pub use executor::{Executor, StopHandle};
@@ -64,6 +67,7 @@ pub use freight_backend as backend;
 pub use freight_dds::DdsConfig;
 pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message};
 pub use freight_tune::TuneError;
+pub use limits::Limits;
 pub use loan::{Loan, LoanUninit};
 pub use negotiation::negotiate;
 pub use publisher::{Publisher, PublisherOptions};

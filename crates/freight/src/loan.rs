@@ -11,8 +11,8 @@ use std::sync::Arc;
 use freight_backend::{Backend, BlockMut, FrameSlot, WriteError};
 use freight_msg::{BackendKind, DeviceView, Message};
 
+use crate::delivery::{FrameMut, Route};
 use crate::error::LoanError;
-use crate::publisher::{FrameMut, Route};
 
 /// One buffer of a loan.
 pub(crate) struct LoanedBuffer {

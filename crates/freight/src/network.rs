@@ -28,7 +28,7 @@ use freight_msg::{
 use crate::context::Node;
 use crate::qos::{Durability, History, QoS, Reliability};
 use crate::ros_discovery::Registration;
-use crate::topic::lock;
+use crate::sync::lock;
 
 /// The identity of this host's shared memory: boot id, and the device and
 /// inode of `/dev/shm` (iceoryx2's segments) and of iceoryx2's root directory

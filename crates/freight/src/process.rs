@@ -16,7 +16,8 @@ use iceoryx2::config::Config;
 use iceoryx2::node::{NodeState, NodeView};
 use iceoryx2::prelude::CallbackProgression;
 
-use crate::topic::{lock, Ipc};
+use crate::sync::lock;
+use crate::topic::Ipc;
 
 /// The inode of this process's pid namespace (`/proc/self/ns/pid`), once
 /// read; `None` without `/proc`.

@@ -34,6 +34,7 @@ use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
 use crate::context::Node;
+use crate::delivery::{FrameMut, Route};
 use crate::endpoint::{DeviceTag, PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, retag, Entry, Header, DATA_ALIGN, HEADER_LEN};
@@ -42,10 +43,10 @@ use crate::negotiation::{is_device_pool, takes_device_memory};
 use crate::network::{NetworkWriter, PeerTag};
 use crate::process::{dead_nodes, is_own_node};
 use crate::qos::{Durability, QoS, Reliability};
-use crate::topic::{local_topic, lock, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::sync::lock;
+use crate::topic::{local_topic, open_services, Delivery, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], ()>;
-type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
 type Notifier = iceoryx2::port::notifier::Notifier<Ipc>;
 
 /// How often the publisher re-reads the subscriber list even when the count of
@@ -76,15 +77,6 @@ impl Default for PublisherOptions {
     fn default() -> Self {
         PublisherOptions { backend: BackendKind::Shm, meta_reserve: 4096 }
     }
-}
-
-/// Which way a message goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// Heap frame, to in-process subscriptions only.
-    Intra,
-    /// iceoryx2 sample, to every subscription.
-    Shm,
 }
 
 /// The topic's subscribers as last read from the service, by iceoryx2 port id
@@ -133,41 +125,6 @@ impl MissedReceivers {
             return Vec::new();
         }
         std::mem::take(&mut *lock(&self.list))
-    }
-}
-
-/// A frame being written.
-pub(crate) enum FrameMut {
-    Heap(Vec<u8>),
-    /// The sample and the start of its payload, read once (iceoryx2's
-    /// thread-safe samples lock on every `payload_mut()`).
-    Shm(IoxSampleUninit, *mut u8),
-}
-
-// SAFETY: the raw pointer is the payload of the sample held beside it, which
-// the thread-safe service lets move between threads; it is only used by the
-// owner of the frame.
-unsafe impl Send for FrameMut {}
-
-impl FrameMut {
-    fn base(&mut self) -> *mut u8 {
-        match self {
-            FrameMut::Heap(v) => v.as_mut_ptr(),
-            FrameMut::Shm(_, base) => *base,
-        }
-    }
-
-    pub(crate) fn slot(&mut self, offset: usize, len: usize) -> FrameSlot {
-        // SAFETY: callers pass regions computed by `layout`, inside the frame.
-        let process_local = matches!(self, FrameMut::Heap(_));
-        FrameSlot { offset, ptr: unsafe { self.base().add(offset) }, len, process_local }
-    }
-
-    fn write_at(&mut self, offset: usize, bytes: &[u8]) {
-        // SAFETY: callers write inside the frame and over no block of a live
-        // loan: the header and meta regions `layout` reserved, or a whole
-        // frame copied into a new one.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len()) }
     }
 }
 
@@ -1087,7 +1044,7 @@ mod latch {
     use std::time::Duration;
 
     use super::PublisherInner;
-    use crate::topic::lock;
+    use crate::sync::lock;
 
     fn publishers() -> &'static Mutex<Vec<Weak<PublisherInner>>> {
         static P: OnceLock<Mutex<Vec<Weak<PublisherInner>>>> = OnceLock::new();
@@ -1127,7 +1084,7 @@ pub(crate) mod reaper {
 
     use freight_backend::Backend;
 
-    use crate::topic::lock;
+    use crate::sync::lock;
 
     /// How often the pools are looked at.
     pub(crate) const REAP_PERIOD: Duration = Duration::from_millis(200);

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use freight_tune::{Inputs, Profile, TuneError};
 
-use crate::context::Limits;
 use crate::error::CreateError;
+use crate::limits::Limits;
 
 /// Whether delivery is retried when a subscription's queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

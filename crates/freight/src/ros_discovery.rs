@@ -32,7 +32,7 @@ use freight_dds::{DdsError, EndpointQos, Participant, Reader, Writer};
 use freight_msg::cdr::DecodeErrorKind;
 use freight_msg::{CdrReader, CdrWriter, DecodeError, EncodeError};
 
-use crate::topic::lock;
+use crate::sync::lock;
 
 const TOPIC: &str = "ros_discovery_info";
 const TYPE: &str = "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_";

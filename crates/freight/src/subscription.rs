@@ -17,7 +17,8 @@ use crate::negotiation::{is_device_pool, negotiate, takes_device_memory};
 use crate::network::{NetworkReader, PeerTag, ReceivedBuffers};
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
-use crate::topic::{local_topic, lock, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::sync::lock;
+use crate::topic::{local_topic, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
 type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;

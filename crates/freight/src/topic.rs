@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use freight_backend::Frame;
@@ -17,10 +17,11 @@ use iceoryx2::prelude::*;
 use iceoryx2::service::attribute::{AttributeKey, AttributeValue, AttributeVerifier};
 use iceoryx2::service::builder::publish_subscribe::PublishSubscribeOpenOrCreateError;
 
-use crate::context::Limits;
 use crate::endpoint::SubscriberAd;
 use crate::error::CreateError;
+use crate::limits::Limits;
 use crate::qos::Reliability;
+use crate::sync::lock;
 
 /// The iceoryx2 service flavour: thread-safe ports, so endpoints are `Send + Sync`.
 pub(crate) type Ipc = ipc_threadsafe::Service;
@@ -29,12 +30,6 @@ pub(crate) type EventService = iceoryx2::service::port_factory::event::PortFacto
 
 const TYPE_KEY: &str = "freight.type";
 const HASH_KEY: &str = "freight.type_hash";
-
-/// Locks a mutex, recovering the data if another thread panicked while holding
-/// it: the queues it guards stay consistent at every await point.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The two iceoryx2 services of a topic, opened by one node.
 pub(crate) struct TopicServices {
