@@ -160,6 +160,7 @@ use std::time::Duration;
 use freight_msg::{BufferError, DeviceView};
 use memmap2::MmapRaw;
 
+use crate::os::{monotonic_ns, process_gone};
 use crate::{
     AllocError, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, ExportError, ImportError,
     WritableBlock, WriteError,
@@ -401,22 +402,6 @@ fn slot_pid(slot: u64) -> u32 {
 /// Whether an occupied slot is a hold on the export of `generation`.
 fn slot_of_generation(slot: u64, generation: u64) -> bool {
     slot != 0 && slot >> SLOT_GENERATION_SHIFT == generation & (u64::MAX >> SLOT_GENERATION_SHIFT)
-}
-
-/// Whether process `pid` is gone: `kill(pid, 0)` fails with `ESRCH`. A zombie is
-/// not gone until it is reaped; a process of another user (`EPERM`) is not gone.
-/// An id that no process can have (0, or one beyond `pid_t`) is gone.
-pub(crate) fn process_gone(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return true;
-    };
-    if pid <= 0 {
-        return true;
-    }
-    // SAFETY: signal 0 sends nothing; it only checks that the process exists
-    // and that we may signal it. No memory is touched.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 fn effective_uid() -> u32 {
@@ -671,16 +656,6 @@ impl Mapping {
         m.data_len = map_len - data_offset;
         Ok(m)
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the host,
-/// so a block's idle time counts from when any of them freed it.
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid timespec that clock_gettime writes; CLOCK_MONOTONIC
-    // always exists on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 /// Frees a block: a new generation makes its descriptors stale, then it is idle.

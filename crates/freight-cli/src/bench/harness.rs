@@ -4,11 +4,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
+use freight::clock::monotonic_ns;
+
 use super::args::format_size;
 use super::peer::{ChildPeer, PeerMsg};
 use super::report::RowStats;
 use super::stats::Summary;
-use super::sys::{now_ns, pin_current_thread, CpuPlan};
+use super::sys::{pin_current_thread, CpuPlan};
 use super::transport::{Header, Placement, PublisherEnd, RowConfig, Transport, WaitMode};
 use super::{BenchError, LatencyJob, MIN_SAMPLES, ROW_TIMEOUT, WARMUP_ITERATIONS, WARMUP_MAX};
 
@@ -126,7 +128,7 @@ pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Ve
     let cpus = CpuPlan::detect();
     // Unique per bench run: a crashed earlier run (or a concurrent one) can never collide
     // with this one's services, even if the pid was reused.
-    let run_id = format!("{}-{:x}", std::process::id(), now_ns() & 0xff_ffff);
+    let run_id = format!("{}-{:x}", std::process::id(), monotonic_ns() & 0xff_ffff);
 
     // One measurement per (transport, wait, size); inline transports have no wait mode and are
     // measured once per size, then reported under every wait.
@@ -227,9 +229,9 @@ fn run_inline(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, deadline: Inst
     let mut seq = 0u64;
     while clock.before_send(seq) {
         let mut arrival = None;
-        lb.transfer(&mut || Header { seq, t_send_ns: now_ns() }.to_bytes(), &mut |payload| {
+        lb.transfer(&mut || Header { seq, t_send_ns: monotonic_ns() }.to_bytes(), &mut |payload| {
             let header = Header::from_payload(payload);
-            arrival = Some((header, now_ns()));
+            arrival = Some((header, monotonic_ns()));
         })?;
         match arrival {
             Some((Some(h), t_recv)) if h.seq == seq => {
@@ -416,7 +418,7 @@ fn drive_publisher(
 
 /// Sends message `seq` and waits for its ack.
 fn round_trip(end: &mut dyn PublisherEnd, link: &PeerLink, seq: u64, deadline: Instant) -> Result<(), BenchError> {
-    end.send(&mut || Header { seq, t_send_ns: now_ns() }.to_bytes())?;
+    end.send(&mut || Header { seq, t_send_ns: monotonic_ns() }.to_bytes())?;
     loop {
         let slice = (Instant::now() + POLL_SLICE).min(deadline);
         match end.wait_ack(slice)? {
@@ -474,7 +476,7 @@ fn subscribe(
         let slice = (Instant::now() + POLL_SLICE).min(deadline);
         let delivered = end.receive(slice, &mut |payload| {
             let header = Header::from_payload(payload);
-            arrival = Some((header, now_ns()));
+            arrival = Some((header, monotonic_ns()));
         })?;
         if !delivered {
             if cancelled() {

@@ -1,16 +1,6 @@
-//! Small OS helpers: the clock, CPU pinning, output.
+//! Small OS helpers: CPU pinning, output. (The clock is `freight::clock`.)
 
 use std::io::Write;
-
-/// `CLOCK_MONOTONIC` in nanoseconds. Both sides of a row use this clock; on Linux it is
-/// system-wide, so a timestamp taken in one process can be compared with one taken in another.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec and CLOCK_MONOTONIC always exists on Linux,
-    // so the call cannot fail; it goes through the vDSO, no syscall.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// The CPUs this process may run on, in ascending order (what `nproc` counts).
 pub fn allowed_cpus() -> Vec<usize> {

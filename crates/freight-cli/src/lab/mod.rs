@@ -18,10 +18,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use freight::clock::monotonic_ns;
 use freight_tune::units::{parse_bitrate, parse_duration};
 
 use self::netns::{Impairment, Link};
-use self::peer::{monotonic_ns, PeerArgs};
+use self::peer::PeerArgs;
 use self::result::{OutageResult, RunResult};
 use crate::private_dir::PrivateDir;
 use crate::stop;

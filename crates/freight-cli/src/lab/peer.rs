@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use freight::clock::monotonic_ns;
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{Context, DdsConfig, LargeData, QoS};
 
@@ -205,14 +206,6 @@ fn watch_stdin(go: Arc<AtomicBool>, ended: Arc<AtomicBool>) {
         }
         ended.store(true, Ordering::Release);
     });
-}
-
-/// CLOCK_MONOTONIC in ns: the same clock in every namespace of the host.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Gives this process a /dev/shm and iceoryx2 records of its own, so freight sees the other

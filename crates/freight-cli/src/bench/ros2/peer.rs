@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
+use freight::clock::monotonic_ns;
 use freight::msgs::sensor_msgs::{Image, PointCloud2, PointField};
 use freight::msgs::std_msgs::Header;
 use freight::{Context, Loan, Message, Node, Publisher, QoS, Subscription};
 
-use super::super::sys::now_ns;
 use super::{Ros2PeerArgs, CLOUD_POINT_STEP};
 
 /// As the scripts: seconds for the first ack, for one ack once the stream runs, and for the
@@ -182,7 +182,7 @@ fn publisher<M: Frame>(node: &Node, args: &Ros2PeerArgs) -> Result<(), String> {
         msg.describe(&args.dims);
         let name = format!("{}{k}", if start.is_some() { 'm' } else { 'w' });
         msg.header_mut().frame_id = name.clone();
-        set_stamp(msg.header_mut(), now_ns());
+        set_stamp(msg.header_mut(), monotonic_ns());
         publisher.publish(msg).map_err(|e| format!("freight: {e}"))?;
         if !wait_ack(&acks, &name, ACK_LIMIT)? {
             return Err(format!("timed out: no ack for message {k} within {} s", ACK_LIMIT.as_secs()));
@@ -222,7 +222,7 @@ fn subscriber<M: Frame>(node: &Node, args: &Ros2PeerArgs) -> Result<(), String> 
         if let Some(k) = name.strip_prefix(['w', 'm']).and_then(|k| k.parse::<u32>().ok()) {
             let bytes = msg.payload().as_bytes().ok_or("the payload arrived in device memory")?;
             let bad = first_bad(bytes, msg.announced_len(), fill_value(k));
-            let now = now_ns();
+            let now = monotonic_ns();
             if let Some(bad) = bad {
                 return Err(format!("message {k}: {bad}"));
             }

@@ -253,7 +253,7 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
     namespace::enter()?;
     crate::stop::install();
     super::sys::quiet_iceoryx2_logs();
-    let seed = args.seed.unwrap_or_else(|| rng::mix(super::sys::now_ns() ^ u64::from(std::process::id())));
+    let seed = args.seed.unwrap_or_else(|| rng::mix(freight::clock::monotonic_ns() ^ u64::from(std::process::id())));
     let outcome = controller::run(args, seed)?;
     super::sys::print_stdout(&report::table(&outcome));
     if let Some(path) = &args.json {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use freight::backend::AllocError;
+use freight::clock::monotonic_ns;
 use freight::{
     BackendKind, BackendSet, Context, DdsConfig, LoanError, Node, PublishError, Publisher, PublisherOptions, QoS,
     Sample, Subscription, SubscriptionOptions, TakeError, Transport,
@@ -27,7 +28,6 @@ use super::protocol::{
 use super::rng::Rng;
 use super::schedule;
 use super::{SoakWorkerArgs, STALE_MARGIN};
-use crate::bench::sys::now_ns;
 
 /// Exit status of a worker whose controller is gone (stdout or stdin closed).
 const ORPHANED: i32 = 3;
@@ -296,7 +296,7 @@ impl Sender {
             };
             if let Some(mem) = loan.buffer_uninit_mut(0) {
                 let sum = payload::write_fill(&stamp, mem);
-                stamp.publish_ns = now_ns();
+                stamp.publish_ns = monotonic_ns();
                 payload::write_header(&stamp, sum, mem);
             } else {
                 // Device memory: written from the host through the backend.
@@ -304,7 +304,7 @@ impl Sender {
                 let sum = payload::write_fill(&stamp, self.scratch.as_mut_slice());
                 loan.write_buffer_from_host(0, HEADER_LEN, &self.scratch[HEADER_LEN..])
                     .map_err(|e| format!("writing a device loan: {e}"))?;
-                stamp.publish_ns = now_ns();
+                stamp.publish_ns = monotonic_ns();
                 loan.write_buffer_from_host(0, 0, &payload::header(&stamp, sum))
                     .map_err(|e| format!("writing a device loan: {e}"))?;
             }
@@ -321,7 +321,7 @@ impl Sender {
         } else {
             let mut data = vec![0u8; next.len];
             let sum = payload::write_fill(&stamp, data.as_mut_slice());
-            stamp.publish_ns = now_ns();
+            stamp.publish_ns = monotonic_ns();
             payload::write_header(&stamp, sum, data.as_mut_slice());
             let msg = SoakFrame { publisher: stamp.publisher, incarnation: stamp.incarnation, seq, data: data.into() };
             self.stats.copies += 1;
@@ -387,7 +387,7 @@ impl Receiver {
             Topology::Device => Path { transport: Transport::Shm, loaned: BackendKind::Shm, copied: BackendKind::Shm },
             Topology::Dds => Path { transport: Transport::Network, loaned: BackendKind::Cpu, copied: BackendKind::Cpu },
         };
-        let created_ns = now_ns();
+        let created_ns = monotonic_ns();
         let sub = node
             .create_subscription_with_options::<SoakFrame>(topology.topic(), qos(topology), options)
             .map_err(|e| format!("subscription {name} on {}: {e}", topology.topic()))?;

@@ -1,0 +1,44 @@
+//! The operating-system facts every part of freight reads the same way: the
+//! clock shared by the processes of a host, and whether a process is gone.
+
+/// Nanoseconds of CLOCK_MONOTONIC: one clock for every process (and every
+/// namespace) of a host, so a stamp taken in one process compares with one
+/// taken in another. Read through the vDSO, no system call.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// Milliseconds of CLOCK_MONOTONIC_COARSE: a few nanoseconds to read, for
+/// "is this older than 100 ms" checks on hot paths.
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as in `monotonic_ns`; the coarse clock exists on Linux too.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1000).saturating_add(ts.tv_nsec as u64 / 1_000_000)
+}
+
+/// Whether process `pid` (of this pid namespace) is gone: `kill(pid, 0)`
+/// fails with `ESRCH`. A zombie is not gone until it is reaped; a process of
+/// another user (`EPERM`) is not gone. An id no process can have (0, or one
+/// beyond `pid_t`) is gone.
+///
+/// ```
+/// assert!(!freight_backend::os::process_gone(std::process::id()));
+/// assert!(freight_backend::os::process_gone(0));
+/// ```
+pub fn process_gone(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists
+    // and that we may signal it. No memory is touched.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
