@@ -111,9 +111,9 @@ pub(crate) fn from_publish(e: PublishError) -> PyErr {
         PublishError::QueueFull { .. } => Kind::QueueFull,
         PublishError::MetaTooLarge { .. } => Kind::Limit,
         PublishError::BufferNotFromLoan { .. } => Kind::Loan,
-        PublishError::Export(_) => Kind::Backend,
+        PublishError::Export(_) | PublishError::HostCopy(_) => Kind::Backend,
         PublishError::Network(_) => Kind::Network,
-        PublishError::SharedMemory(_) => Kind::SharedMemory,
+        PublishError::SharedMemory(_) | PublishError::Reroute(_) => Kind::SharedMemory,
         _ => Kind::Malformed,
     };
     error(kind, e.to_string())

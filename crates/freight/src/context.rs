@@ -8,7 +8,7 @@ use freight_msg::{BackendKind, BackendSet, Message};
 use freight_tune::Profile;
 
 use crate::endpoint::{DeviceTag, Devices};
-use crate::error::{BackendUnavailable, ContextError, CreateError};
+use crate::error::{BackendUnavailable, ContextError, CreateError, ShmError};
 use crate::limits::Limits;
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::publisher::{Publisher, PublisherOptions};
@@ -469,7 +469,7 @@ impl Context {
         let namespace = normalize_namespace(namespace)?;
         let fqn = if namespace == "/" { format!("/{name}") } else { format!("{namespace}/{name}") };
         let node_name = iceoryx2::prelude::NodeName::new(&fqn)
-            .map_err(|e| ContextError::SharedMemory(format!("node name {fqn:?}: {e:?}")))?;
+            .map_err(ShmError::doing("the node's name as an iceoryx2 node name"))?;
         // Creating an iceoryx2 node also removes what dead nodes left behind.
         // iceoryx2 would install SIGINT/SIGTERM handlers of its own; signals
         // belong to the application (Python's KeyboardInterrupt, a Rust
@@ -478,7 +478,7 @@ impl Context {
             .name(&node_name)
             .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
             .create::<Ipc>()
-            .map_err(|e| ContextError::SharedMemory(format!("{e:?}")))?;
+            .map_err(ShmError::doing("creating the iceoryx2 node"))?;
         crate::process::add_own_node(iox.id().value());
         let in_graph = self.inner.ros_graph.add_node((namespace.clone(), name.to_string()));
         Ok(Node {

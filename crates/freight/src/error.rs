@@ -7,6 +7,38 @@ use freight_msg::{BackendKind, DecodeError, EncodeError};
 use crate::frame::FrameError;
 use crate::names::NameError;
 
+/// What the shared-memory layer (iceoryx2) refused: what freight asked of it,
+/// and iceoryx2's own error as the source.
+///
+/// ```
+/// use std::error::Error;
+/// # fn check(e: &freight::ShmError) {
+/// println!("{}: {:?}", e.operation(), e.source());
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{operation}: {source}")]
+pub struct ShmError {
+    operation: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ShmError {
+    /// A `map_err` adapter: `.map_err(ShmError::doing("creating the port"))`.
+    pub(crate) fn doing<E>(operation: &'static str) -> impl FnOnce(E) -> ShmError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |e| ShmError { operation, source: Box::new(e) }
+    }
+
+    /// What freight asked of iceoryx2 ("creating the publisher port", ...).
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+}
+
 /// Creating a context or node failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -19,7 +51,7 @@ pub enum ContextError {
     Name(#[from] NameError),
     /// The shared-memory layer refused.
     #[error("shared memory: {0}; check that /dev/shm is writable")]
-    SharedMemory(String),
+    SharedMemory(#[from] ShmError),
     /// An environment variable freight reads has a value it cannot use.
     #[error("{variable}={value:?} is not {expected}; unset it or fix it")]
     BadEnvironment {
@@ -33,6 +65,18 @@ pub enum ContextError {
     /// A stream declared with `ContextBuilder::large_data` cannot be tuned.
     #[error("large-data stream: {0}")]
     Tune(Box<freight_tune::TuneError>),
+}
+
+impl CreateError {
+    /// A `map_err` adapter for what iceoryx2 refused while making an endpoint
+    /// of `topic`.
+    pub(crate) fn shm<E>(topic: &str, operation: &'static str) -> impl FnOnce(E) -> CreateError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let topic = topic.to_owned();
+        move |e| CreateError::SharedMemory { topic, source: ShmError::doing(operation)(e) }
+    }
 }
 
 /// A memory backend cannot be used in this process, and why.
@@ -83,12 +127,13 @@ pub enum CreateError {
     #[error(transparent)]
     BackendUnavailable(BackendUnavailable),
     /// The shared-memory layer refused.
-    #[error("shared memory for topic {topic}: {reason}")]
+    #[error("shared memory for topic {topic}: {source}")]
     SharedMemory {
         /// The topic.
         topic: String,
         /// What failed.
-        reason: String,
+        #[source]
+        source: ShmError,
     },
     /// The DDS network plane refused (no usable network interface, a bad
     /// `CYCLONEDDS_URI`...). A context built with `local_only()` has none.
@@ -171,7 +216,7 @@ pub enum LoanError {
     },
     /// Shared memory could not be lent.
     #[error("shared memory: {0}")]
-    SharedMemory(String),
+    SharedMemory(#[from] ShmError),
     /// The process could not allocate an in-process frame.
     #[error("cannot allocate a frame of {len} bytes")]
     OutOfMemory {
@@ -221,7 +266,15 @@ pub enum PublishError {
     Loan(#[from] LoanError),
     /// The shared-memory layer failed.
     #[error("shared memory: {0}")]
-    SharedMemory(String),
+    SharedMemory(#[from] ShmError),
+    /// A device buffer could not be copied to the host for the subscribers
+    /// that cannot take device memory.
+    #[error("device-to-host copy: {0}")]
+    HostCopy(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A frame lent for in-process subscriptions could not be moved to
+    /// shared memory for one that appeared in another process since.
+    #[error("moving the frame to shared memory: {0}")]
+    Reroute(#[source] FrameError),
     /// Local subscriptions received the message; the DDS write for network
     /// readers failed.
     #[error("delivered locally, but the DDS write failed: {0}")]
@@ -272,7 +325,7 @@ pub enum TakeError {
     TooManyHeld(usize),
     /// The shared-memory layer failed.
     #[error("shared memory: {0}")]
-    SharedMemory(String),
+    SharedMemory(#[from] ShmError),
     /// A sample from the network is not valid CDR of the subscription's type.
     #[error("malformed CDR from the network dropped: {0}")]
     MalformedCdr(DecodeError),
@@ -287,8 +340,26 @@ pub enum TakeError {
 pub enum WaitError {
     /// The OS wait mechanism failed.
     #[error("wait failed: {0}")]
-    System(String),
+    System(#[from] ShmError),
     /// Taking a ready message failed.
     #[error(transparent)]
     Take(#[from] TakeError),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn an_iceoryx2_refusal_keeps_its_error_as_the_source() {
+        let refused = iceoryx2::prelude::ServiceName::new("").expect_err("an empty service name");
+        let shown = refused.to_string();
+        let e: CreateError = CreateError::shm("/camera", "naming the data service")(refused);
+        let CreateError::SharedMemory { topic, source } = &e else { panic!("{e:?}") };
+        assert_eq!((topic.as_str(), source.operation()), ("/camera", "naming the data service"));
+        assert_eq!(source.source().map(|s| s.to_string()), Some(shown.clone()));
+        assert_eq!(e.to_string(), format!("shared memory for topic /camera: naming the data service: {shown}"));
+    }
 }

@@ -20,6 +20,7 @@ use iceoryx2::service::static_config::messaging_pattern::MessagingPattern as Sta
 
 use crate::context::Node;
 use crate::endpoint::{DeviceTag, Devices, PublisherAd, SubscriberAd, WaitMode};
+use crate::error::ShmError;
 use crate::negotiation::{is_device_pool, negotiate};
 use crate::network::{served_locally, PeerTag};
 use crate::qos::{Durability, Reliability};
@@ -32,7 +33,7 @@ use crate::topic::Ipc;
 pub enum GraphError {
     /// The shared-memory records could not be read.
     #[error("reading the graph from shared memory: {0}; check that /dev/shm is readable")]
-    SharedMemory(String),
+    SharedMemory(#[from] ShmError),
     /// DDS discovery could not be read.
     #[error("reading DDS discovery: {0}")]
     Network(freight_dds::DdsError),
@@ -202,7 +203,7 @@ impl Node {
             }
             CallbackProgression::Continue
         })
-        .map_err(|e| GraphError::SharedMemory(format!("{e:?}")))?;
+        .map_err(ShmError::doing("listing the services"))?;
         if let Some(d) = self.discovered()? {
             for e in network_endpoints(&d) {
                 if let Some(name) = e.topic_name.strip_prefix("rt/") {
@@ -284,7 +285,7 @@ impl Node {
     /// The endpoints of `topic` in this host's shared memory.
     fn local_endpoints(&self, topic: &str) -> Result<Vec<Endpoint>, GraphError> {
         let name = ServiceName::new(&format!("freight/{}{topic}", self.inner.ctx.inner.domain_id))
-            .map_err(|e| GraphError::SharedMemory(format!("{e:?}")))?;
+            .map_err(ShmError::doing("naming the topic's data service"))?;
         let service = match self.inner.iox.service_builder(&name).publish_subscribe::<[u8]>().open() {
             Ok(s) => s,
             // Not on this host (or gone since listing).

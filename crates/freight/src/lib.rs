@@ -60,7 +60,9 @@ mod waitset;
 
 pub use context::{Context, ContextBuilder, Node};
 pub use endpoint::{DeviceTag, Devices, WaitMode};
-pub use error::{BackendUnavailable, ContextError, CreateError, LoanError, PublishError, TakeError, WaitError};
+pub use error::{
+    BackendUnavailable, ContextError, CreateError, LoanError, PublishError, ShmError, TakeError, WaitError,
+};
 pub use executor::{Executor, StopHandle};
 pub use frame::{inspect_frame, BufferSummary, FrameError, FrameSummary};
 pub use freight_backend as backend;

@@ -36,7 +36,7 @@ use iceoryx2::prelude::*;
 use crate::context::Node;
 use crate::delivery::{FrameMut, Route};
 use crate::endpoint::{DeviceTag, PublisherAd, SubscriberAd, WaitMode};
-use crate::error::{CreateError, LoanError, PublishError};
+use crate::error::{CreateError, LoanError, PublishError, ShmError};
 use crate::frame::{encode_meta, retag, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
 use crate::negotiation::{is_device_pool, takes_device_memory};
@@ -255,7 +255,6 @@ impl<M: Message> Publisher<M> {
         let device_tag = device.map(|u| DeviceTag::of_uuid(&u));
         let local = local_topic(ctx.domain_id, topic, M::TYPE_NAME)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
-        let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
 
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let missed = Arc::new(MissedReceivers::default());
@@ -294,14 +293,18 @@ impl<M: Message> Publisher<M> {
         let iox = services
             .data
             .publisher_builder()
-            .name(&PortName::new(&name).map_err(|e| shm_err(format!("{e:?}")))?)
+            .name(&PortName::new(&name).map_err(CreateError::shm(topic, "naming the publisher port"))?)
             .initial_max_slice_len(HEADER_LEN + options.meta_reserve + 4096)
             .allocation_strategy(AllocationStrategy::PowerOfTwo)
             .max_loaned_samples(4)
             .set_backpressure_handler(handler)
             .create()
-            .map_err(|e| shm_err(format!("{e:?}")))?;
-        let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
+            .map_err(CreateError::shm(topic, "creating the publisher port"))?;
+        let notifier = services
+            .event
+            .notifier_builder()
+            .create()
+            .map_err(CreateError::shm(topic, "creating the wake-up notifier"))?;
         let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
@@ -537,7 +540,7 @@ impl<M: Message> Publisher<M> {
             match src.host_bytes() {
                 Some(bytes) => block.write_from_host(0, bytes).map_err(LoanError::from)?,
                 None => {
-                    let bytes = src.to_host_vec().map_err(|e| PublishError::SharedMemory(e.to_string()))?;
+                    let bytes = src.to_host_vec().map_err(|e| PublishError::HostCopy(e.into()))?;
                     block.write_from_host(0, &bytes).map_err(LoanError::from)?
                 }
             }
@@ -916,8 +919,7 @@ impl PublisherInner {
     fn rerouted(&self, frame: FrameMut) -> Result<FrameMut, PublishError> {
         match frame {
             FrameMut::Heap(mut bytes) if self.route() == Route::Shm => {
-                retag(&mut bytes, BackendKind::Cpu, BackendKind::Shm)
-                    .map_err(|e| PublishError::SharedMemory(format!("moving a frame to shared memory: {e}")))?;
+                retag(&mut bytes, BackendKind::Cpu, BackendKind::Shm).map_err(PublishError::Reroute)?;
                 let mut shm = self.alloc_frame(Route::Shm, bytes.len())?;
                 shm.write_at(0, &bytes);
                 Ok(shm)
@@ -942,7 +944,7 @@ impl PublisherInner {
                 Ok(FrameMut::Heap(v))
             }
             Route::Shm => {
-                let mut s = self.iox.loan_slice_uninit(total).map_err(|e| LoanError::SharedMemory(format!("{e:?}")))?;
+                let mut s = self.iox.loan_slice_uninit(total).map_err(ShmError::doing("loaning a sample"))?;
                 let base = s.payload_mut().as_mut_ptr().cast();
                 Ok(FrameMut::Shm(s, base))
             }
@@ -958,18 +960,18 @@ impl PublisherInner {
         descriptor: &[u8],
         slot: FrameSlot,
     ) -> Result<Descriptor, PublishError> {
-        let fail = |e: String| PublishError::SharedMemory(format!("device-to-host copy: {e}"));
+        let fail = |e: Box<dyn std::error::Error + Send + Sync>| PublishError::HostCopy(e);
         let len = slot.len;
         let none: freight_backend::Frame = Arc::new(HeapFrame(Vec::new()));
-        let storage = device.import(&none, descriptor).map_err(|e| fail(e.to_string()))?;
-        let mut block = host.allocate(len, Some(slot)).map_err(|e| fail(e.to_string()))?;
-        let dst = block.host_mut().ok_or_else(|| fail("host backend has no host memory".into()))?;
+        let storage = device.import(&none, descriptor).map_err(|e| fail(e.into()))?;
+        let mut block = host.allocate(len, Some(slot)).map_err(|e| fail(e.into()))?;
+        let dst = block.host_mut().ok_or_else(|| fail("the host backend has no host memory".into()))?;
         // SAFETY: u8 has no invalid values; `copy_to_host` writes every byte of
         // the slice before anyone reads it.
         let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
-        storage.copy_to_host(dst).map_err(|e| fail(e.to_string()))?;
+        storage.copy_to_host(dst).map_err(|e| fail(e.into()))?;
         drop(storage);
-        host.export(block, &[]).map_err(|e| fail(e.to_string()))
+        host.export(block, &[]).map_err(|e| fail(e.into()))
     }
 
     fn write_header_and_meta(&self, header: Header, meta: &[u8], frame: &mut FrameMut) {
@@ -1016,7 +1018,7 @@ impl PublisherInner {
                 match sent {
                     Ok(recipients) => missed += self.unannounced_misses(recipients, &handled),
                     Err(iceoryx2::port::SendError::UnableToDeliver) => {}
-                    Err(e) => return Err(PublishError::SharedMemory(format!("{e:?}"))),
+                    Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
             }

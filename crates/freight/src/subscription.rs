@@ -11,7 +11,7 @@ use iceoryx2::prelude::*;
 
 use crate::context::Node;
 use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
-use crate::error::{CreateError, TakeError};
+use crate::error::{CreateError, ShmError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
 use crate::negotiation::{is_device_pool, negotiate, takes_device_memory};
 use crate::network::{NetworkReader, PeerTag, ReceivedBuffers};
@@ -154,11 +154,14 @@ impl<M: Message> Subscription<M> {
         let devices = OwnDevices { cuda: device(BackendKind::Cuda), fake_device: device(BackendKind::FakeDevice) };
         let local = local_topic(ctx.domain_id, topic, M::TYPE_NAME)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, M::TYPE_NAME, M::TYPE_HASH, &limits)?;
-        let shm_err = |e: String| CreateError::SharedMemory { topic: topic.into(), reason: e };
         let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
-        let port = PortName::new(&ad.encode()).map_err(|e| shm_err(format!("{e:?}")))?;
+        let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;
         // Listen before connecting so no wake-up between the two is lost.
-        let listener = services.event.listener_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
+        let listener = services
+            .event
+            .listener_builder()
+            .create()
+            .map_err(CreateError::shm(topic, "creating the wake-up listener"))?;
         let iox = services
             .data
             .subscriber_builder()
@@ -166,12 +169,16 @@ impl<M: Message> Subscription<M> {
             .buffer_size(depth)
             .history_request(history)
             .create()
-            .map_err(|e| shm_err(format!("{e:?}")))?;
+            .map_err(CreateError::shm(topic, "creating the subscriber port"))?;
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
                 // DDS arrivals wake this topic's waiting subscriptions as a local
                 // publisher does.
-                let notifier = services.event.notifier_builder().create().map_err(|e| shm_err(format!("{e:?}")))?;
+                let notifier = services
+                    .event
+                    .notifier_builder()
+                    .create()
+                    .map_err(CreateError::shm(topic, "creating the DDS reader's notifier"))?;
                 let wake = Box::new(move || _ = notifier.notify());
                 let tag = PeerTag::of_this_process(node, None, Some(accepts));
                 let r = NetworkReader::new(&participant, node, topic, &M::dds_type_name(), &qos, &tag, wake);
@@ -253,7 +260,7 @@ impl<M: Message> Subscription<M> {
             Err(iceoryx2::port::ReceiveError::ExceedsMaxBorrows) => {
                 Err(TakeError::TooManyHeld(self.inner.node.inner.ctx.inner.limits.max_held_samples))
             }
-            Err(e) => Err(TakeError::SharedMemory(format!("{e:?}"))),
+            Err(e) => Err(ShmError::doing("receiving a sample")(e).into()),
         }
     }
 
@@ -298,7 +305,7 @@ impl SubscriptionInner {
         match self.listener.timed_wait(|_| {}, timeout) {
             Ok(_) => Ok(()),
             Err(iceoryx2::port::listener::ListenerWaitError::InterruptSignal) => Err(TakeError::Interrupted),
-            Err(e) => Err(TakeError::SharedMemory(format!("{e:?}"))),
+            Err(e) => Err(ShmError::doing("waiting for a wake-up")(e).into()),
         }
     }
 

@@ -45,18 +45,21 @@ pub(crate) fn open_services(
     type_hash: u64,
     limits: &Limits,
 ) -> Result<TopicServices, CreateError> {
-    let shm_err = |reason: String| CreateError::SharedMemory { topic: topic.into(), reason };
-    let data_name = ServiceName::new(&format!("freight/{domain}{topic}")).map_err(|e| shm_err(format!("{e:?}")))?;
+    let data_name = ServiceName::new(&format!("freight/{domain}{topic}"))
+        .map_err(CreateError::shm(topic, "naming the data service"))?;
     let hash = format!("{type_hash:016x}");
     let attr = |k: &str, v: &str| -> Result<(AttributeKey, AttributeValue), CreateError> {
-        Ok((k.try_into().map_err(|e| shm_err(format!("{e:?}")))?, v.try_into().map_err(|e| shm_err(format!("{e:?}")))?))
+        Ok((
+            k.try_into().map_err(CreateError::shm(topic, "an attribute key"))?,
+            v.try_into().map_err(CreateError::shm(topic, "an attribute value"))?,
+        ))
     };
     let (tk, tv) = attr(TYPE_KEY, type_name)?;
     let (hk, hv) = attr(HASH_KEY, &hash)?;
     let verifier = AttributeVerifier::new()
         .require(&tk, &tv)
         .and_then(|v| v.require(&hk, &hv))
-        .map_err(|e| shm_err(format!("{e:?}")))?;
+        .map_err(CreateError::shm(topic, "requiring the type attributes"))?;
     let data = node
         .service_builder(&data_name)
         .publish_subscribe::<[u8]>()
@@ -77,10 +80,10 @@ pub(crate) fn open_services(
                 existing: existing_type(node, &data_name).unwrap_or_else(|| "another type".into()),
                 requested: type_name,
             },
-            e => shm_err(format!("{e:?}")),
+            e => CreateError::shm(topic, "opening the data service")(e),
         })?;
-    let event_name =
-        ServiceName::new(&format!("freight-wake/{domain}{topic}")).map_err(|e| shm_err(format!("{e:?}")))?;
+    let event_name = ServiceName::new(&format!("freight-wake/{domain}{topic}"))
+        .map_err(CreateError::shm(topic, "naming the wake-up service"))?;
     let event = node
         .service_builder(&event_name)
         .event()
@@ -88,7 +91,7 @@ pub(crate) fn open_services(
         .max_notifiers(limits.max_publishers + limits.max_subscriptions)
         .max_listeners(limits.max_subscriptions)
         .open_or_create()
-        .map_err(|e| shm_err(format!("{e:?}")))?;
+        .map_err(CreateError::shm(topic, "opening the wake-up service"))?;
     Ok(TopicServices { data, event })
 }
 

@@ -7,7 +7,7 @@ use iceoryx2::prelude::*;
 use iceoryx2::waitset::WaitSetRunResult;
 
 use crate::endpoint::WaitMode;
-use crate::error::WaitError;
+use crate::error::{ShmError, WaitError};
 use crate::subscription::{Subscription, SubscriptionInner};
 use crate::topic::Ipc;
 
@@ -87,17 +87,17 @@ pub(crate) fn wait_any(subs: &[&SubscriptionInner], timeout: Duration) -> Result
     let ws = WaitSetBuilder::new()
         .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
         .create::<Ipc>()
-        .map_err(|e| WaitError::System(format!("{e:?}")))?;
+        .map_err(ShmError::doing("creating a wait-set"))?;
     let _guards = subs
         .iter()
         .map(|s| ws.attach_notification(&s.listener))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| WaitError::System(format!("{e:?}")))?;
+        .map_err(ShmError::doing("attaching a subscription to the wait-set"))?;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let run = ws
             .wait_and_process_once_with_timeout(|_| CallbackProgression::Stop, left)
-            .map_err(|e| WaitError::System(format!("{e:?}")))?;
+            .map_err(ShmError::doing("waiting in the wait-set"))?;
         subs.iter().for_each(|s| s.drain_wakeups());
         match run {
             WaitSetRunResult::TerminationRequest | WaitSetRunResult::Interrupt => return Ok(WaitOutcome::Interrupted),
