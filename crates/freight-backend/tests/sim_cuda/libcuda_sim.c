@@ -462,23 +462,36 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 
 /* ---- device memory ---- */
 
+/* What /proc/self/maps says of [a, a + size): how many of its bytes are
+ * mapped, and whether every mapping over it is writable. -1 when the maps
+ * cannot be read. */
+static int look_at_maps(uintptr_t a, size_t size, size_t *mapped, int *writable) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return -1;
+    char line[512];
+    *mapped = 0;
+    *writable = 1;
+    uintptr_t z = a + size;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3 || end <= a || start >= z) continue;
+        *mapped += (end < z ? end : z) - (start > a ? start : a);
+        if (perms[1] != 'w') *writable = 0;
+    }
+    fclose(maps);
+    return 0;
+}
+
 /* Whether every byte of every registered host range is still mapped in
- * this process (1), not (0), or the maps cannot be read (-1). */
+ * this process. */
 static int registered_host_memory_mapped(void) {
     for (size_t i = 0; i < n_ranges; i++) {
+        size_t mapped;
+        int writable;
         if (ranges[i].kind != RANGE_HOST) continue;
-        uintptr_t a = ranges[i].base, z = a + ranges[i].size;
-        FILE *maps = fopen("/proc/self/maps", "r");
-        if (!maps) return -1;
-        char line[512];
-        size_t covered = 0;
-        while (fgets(line, sizeof line, maps)) {
-            unsigned long start, end;
-            if (sscanf(line, "%lx-%lx", &start, &end) != 2 || end <= a || start >= z) continue;
-            covered += (end < z ? end : z) - (start > a ? start : a);
-        }
-        fclose(maps);
-        if (covered != ranges[i].size) return 0;
+        if (look_at_maps(ranges[i].base, ranges[i].size, &mapped, &writable) != 0) return 0;
+        if (mapped != ranges[i].size) return 0;
     }
     return 1;
 }
@@ -486,7 +499,7 @@ static int registered_host_memory_mapped(void) {
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     ENTER(ctx);
     if (!dptr || size == 0) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
-    if (registered_host_memory_mapped() != 1) UNLOCK_RETURN(CUDA_ERROR_ALREADY_MAPPED);
+    if (!registered_host_memory_mapped()) UNLOCK_RETURN(CUDA_ERROR_ALREADY_MAPPED);
     unsigned long long id = next_id++;
     char name[64];
     shm_name(name, sizeof name, getpid(), id);
@@ -717,28 +730,14 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 
 /* ---- registered host memory ---- */
 
-/* Whether every mapping of this process overlapping [a, a + size) is
- * writable (1), not (0), or the maps cannot be read (-1). */
-static int range_writable(uintptr_t a, size_t size) {
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (!maps) return -1;
-    char line[512];
-    int writable = 1;
-    while (fgets(line, sizeof line, maps)) {
-        unsigned long start, end;
-        char perms[5];
-        if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3) continue;
-        if (start < a + size && a < end && perms[1] != 'w') writable = 0;
-    }
-    fclose(maps);
-    return writable;
-}
-
 EXPORT CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags) {
     ENTER(ctx);
     if (!p || size == 0 || (flags & ~0xfu) != 0) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
     uintptr_t a = (uintptr_t)p;
-    if (!(flags & CU_MEMHOSTREGISTER_READ_ONLY) && range_writable(a, size) != 1) UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    size_t mapped;
+    int writable;
+    if (!(flags & CU_MEMHOSTREGISTER_READ_ONLY) && (look_at_maps(a, size, &mapped, &writable) != 0 || !writable))
+        UNLOCK_RETURN(CUDA_ERROR_INVALID_VALUE);
     for (size_t i = 0; i < n_ranges; i++) {
         struct range *r = &ranges[i];
         if (r->kind == RANGE_HOST && a < r->base + r->size && r->base < a + size)
