@@ -35,7 +35,7 @@ pub enum WaitMode {
 /// when their tags for that backend are equal.
 ///
 /// ```
-/// use freight::endpoint::DeviceTag;
+/// use freight::DeviceTag;
 /// let uuid = [0x3f, 0x2a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
 /// let tag = DeviceTag::of_uuid(&uuid);
 /// assert_eq!(tag.to_string(), "3f2a010203040506");

@@ -3,10 +3,10 @@
 //!
 //! This host's endpoints are read from iceoryx2's own records: a topic is a
 //! service, its type an attribute, an endpoint a port whose name carries its
-//! advertisement ([`crate::endpoint`]), a node an iceoryx2 node. Endpoints
+//! advertisement (`endpoint.rs`), a node an iceoryx2 node. Endpoints
 //! elsewhere (another host, a stock ROS 2 node) come from DDS discovery; freight
 //! ones among them describe themselves in their USER_DATA
-//! ([`crate::network::PeerTag`]). Nothing else is registered.
+//! (`PeerTag`, `network.rs`). Nothing else is registered.
 
 use std::collections::HashMap;
 use std::time::Duration;

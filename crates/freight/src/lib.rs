@@ -38,7 +38,7 @@
 pub mod clock;
 mod context;
 mod delivery;
-pub mod endpoint;
+mod endpoint;
 mod error;
 mod executor;
 mod frame;
@@ -47,7 +47,7 @@ mod limits;
 mod loan;
 pub mod names;
 mod negotiation;
-pub mod network;
+mod network;
 mod process;
 mod publisher;
 pub mod qos;

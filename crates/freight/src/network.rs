@@ -91,13 +91,6 @@ impl PeerTag {
     }
 
     /// Parses USER_DATA; `None` for endpoints that are not freight's.
-    ///
-    /// ```
-    /// use freight::network::PeerTag;
-    /// let tag = PeerTag { host: 7, pid: 42, node: "/cam".into(), backend: None, accepts: None };
-    /// assert_eq!(PeerTag::decode(&tag.encode()), Some(tag));
-    /// assert_eq!(PeerTag::decode(b"typehash=RIHS01_00;"), None);
-    /// ```
     pub fn decode(user_data: &[u8]) -> Option<PeerTag> {
         let text = std::str::from_utf8(user_data).ok()?;
         let fields: HashMap<&str, &str> = text.split(';').filter_map(|kv| kv.split_once('=')).collect();
@@ -337,5 +330,17 @@ impl BufferDecoder for ReceivedBuffers {
             return Ok(RawBuffer::from_storage(Arc::new(view)));
         }
         Ok(Buffer::from(bytes.to_vec()).raw().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_tag_round_trips_and_other_user_data_is_not_freights() {
+        let tag = PeerTag { host: 7, pid: 42, node: "/cam".into(), backend: None, accepts: None };
+        assert_eq!(PeerTag::decode(&tag.encode()), Some(tag));
+        assert_eq!(PeerTag::decode(b"typehash=RIHS01_00;"), None);
     }
 }
