@@ -1,22 +1,18 @@
-//! The context (one per process and ROS domain, like `rclcpp::Context`) and nodes.
+//! The context: one per process and ROS domain, like `rclcpp::Context`.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use freight_backend::{Backend, CpuBackend, ShmBackend};
 use freight_dds::{DdsConfig, DdsError, Participant};
-use freight_msg::{BackendKind, BackendSet, Message};
+use freight_msg::{BackendKind, BackendSet};
 use freight_tune::Profile;
 
 use crate::endpoint::{DeviceTag, Devices};
-use crate::error::{BackendUnavailable, ContextError, CreateError, ShmError};
+use crate::error::{BackendUnavailable, ContextError, CreateError};
 use crate::limits::Limits;
-use crate::names::{expand_topic, normalize_namespace, validate_node_name};
-use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::{LargeData, QoS};
-use crate::ros_discovery::{Registration, RosGraph};
-use crate::subscription::{Subscription, SubscriptionOptions};
+use crate::ros_discovery::RosGraph;
 use crate::sync::lock;
-use crate::topic::Ipc;
 
 pub(crate) struct ContextInner {
     pub(crate) domain_id: u32,
@@ -456,140 +452,6 @@ impl Context {
     /// ```
     pub fn backend_available(&self, kind: BackendKind) -> Result<(), BackendUnavailable> {
         self.inner.backend(kind).map(drop)
-    }
-
-    /// Creates a node in the root namespace.
-    pub fn create_node(&self, name: &str) -> Result<Node, ContextError> {
-        self.create_node_with_namespace(name, "/")
-    }
-
-    /// Creates a node in `namespace`.
-    pub fn create_node_with_namespace(&self, name: &str, namespace: &str) -> Result<Node, ContextError> {
-        validate_node_name(name)?;
-        let namespace = normalize_namespace(namespace)?;
-        let fqn = if namespace == "/" { format!("/{name}") } else { format!("{namespace}/{name}") };
-        let node_name = iceoryx2::prelude::NodeName::new(&fqn)
-            .map_err(ShmError::doing("the node's name as an iceoryx2 node name"))?;
-        // Creating an iceoryx2 node also removes what dead nodes left behind.
-        // iceoryx2 would install SIGINT/SIGTERM handlers of its own; signals
-        // belong to the application (Python's KeyboardInterrupt, a Rust
-        // program's default exit), so freight leaves them alone.
-        let iox = iceoryx2::prelude::NodeBuilder::new()
-            .name(&node_name)
-            .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
-            .create::<Ipc>()
-            .map_err(ShmError::doing("creating the iceoryx2 node"))?;
-        crate::process::add_own_node(iox.id().value());
-        let in_graph = self.inner.ros_graph.add_node((namespace.clone(), name.to_string()));
-        Ok(Node {
-            inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox, _in_graph: in_graph }),
-        })
-    }
-}
-
-pub(crate) struct NodeInner {
-    pub(crate) ctx: Context,
-    pub(crate) name: String,
-    pub(crate) namespace: String,
-    pub(crate) iox: iceoryx2::node::Node<Ipc>,
-    /// Keeps the node in the ROS graph (`ros_discovery_info`) while it lives.
-    _in_graph: Registration,
-}
-
-impl Drop for NodeInner {
-    fn drop(&mut self) {
-        crate::process::remove_own_node(self.iox.id().value());
-    }
-}
-
-/// A node: a named participant that owns publishers and subscriptions.
-#[derive(Clone)]
-pub struct Node {
-    pub(crate) inner: Arc<NodeInner>,
-}
-
-impl std::fmt::Debug for Node {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Node({})", self.fully_qualified_name())
-    }
-}
-
-impl Node {
-    /// The node's name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The node's namespace (`/` for the root).
-    pub fn namespace(&self) -> &str {
-        &self.inner.namespace
-    }
-
-    /// `namespace/name`.
-    pub fn fully_qualified_name(&self) -> String {
-        if self.inner.namespace == "/" {
-            format!("/{}", self.inner.name)
-        } else {
-            format!("{}/{}", self.inner.namespace, self.inner.name)
-        }
-    }
-
-    /// The context the node belongs to.
-    pub fn context(&self) -> &Context {
-        &self.inner.ctx
-    }
-
-    /// The node as the ROS graph keys it: namespace and name.
-    pub(crate) fn graph_key(&self) -> (String, String) {
-        (self.inner.namespace.clone(), self.inner.name.clone())
-    }
-
-    /// Expands a topic name relative to this node.
-    pub fn resolve_topic_name(&self, topic: &str) -> Result<String, crate::names::NameError> {
-        expand_topic(topic, &self.inner.namespace, &self.inner.name)
-    }
-
-    /// Creates a publisher of `M` on `topic`.
-    ///
-    /// ```no_run
-    /// use freight::{Context, QoS};
-    /// use freight::msgs::sensor_msgs::Image;
-    /// let node = Context::new()?.create_node("camera")?;
-    /// let publisher = node.create_publisher::<Image>("image_raw", QoS::sensor_data())?;
-    /// # Ok::<_, Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn create_publisher<M: Message>(&self, topic: &str, qos: impl Into<QoS>) -> Result<Publisher<M>, CreateError> {
-        self.create_publisher_with_options(topic, qos, PublisherOptions::default())
-    }
-
-    /// Creates a publisher with options (e.g. the backend its buffers live in).
-    pub fn create_publisher_with_options<M: Message>(
-        &self,
-        topic: &str,
-        qos: impl Into<QoS>,
-        options: PublisherOptions,
-    ) -> Result<Publisher<M>, CreateError> {
-        Publisher::create(self, &self.resolve_topic_name(topic)?, qos.into(), options)
-    }
-
-    /// Creates a subscription to `M` on `topic`, accepting every backend this
-    /// process can use and waiting in the OS.
-    pub fn create_subscription<M: Message>(
-        &self,
-        topic: &str,
-        qos: impl Into<QoS>,
-    ) -> Result<Subscription<M>, CreateError> {
-        self.create_subscription_with_options(topic, qos, SubscriptionOptions::default())
-    }
-
-    /// Creates a subscription with options (accepted backends, wait mode).
-    pub fn create_subscription_with_options<M: Message>(
-        &self,
-        topic: &str,
-        qos: impl Into<QoS>,
-        options: SubscriptionOptions,
-    ) -> Result<Subscription<M>, CreateError> {
-        Subscription::create(self, &self.resolve_topic_name(topic)?, qos.into(), options)
     }
 }
 

@@ -18,11 +18,11 @@ use iceoryx2::node::NodeView;
 use iceoryx2::prelude::*;
 use iceoryx2::service::static_config::messaging_pattern::MessagingPattern as StaticPattern;
 
-use crate::context::Node;
 use crate::endpoint::{DeviceTag, Devices, PublisherAd, SubscriberAd, WaitMode};
 use crate::error::ShmError;
 use crate::negotiation::{is_device_pool, negotiate};
 use crate::network::{served_locally, PeerTag};
+use crate::node::Node;
 use crate::qos::{Durability, Reliability};
 use crate::sample::Transport;
 use crate::topic::Ipc;

@@ -48,6 +48,7 @@ mod loan;
 pub mod names;
 mod negotiation;
 mod network;
+mod node;
 mod process;
 mod publisher;
 pub mod qos;
@@ -58,7 +59,7 @@ mod sync;
 mod topic;
 mod waitset;
 
-pub use context::{Context, ContextBuilder, Node};
+pub use context::{Context, ContextBuilder};
 pub use endpoint::{DeviceTag, Devices, WaitMode};
 pub use error::{
     BackendUnavailable, ContextError, CreateError, LoanError, PublishError, ShmError, TakeError, WaitError,
@@ -72,6 +73,7 @@ pub use freight_tune::TuneError;
 pub use limits::Limits;
 pub use loan::{Loan, LoanUninit};
 pub use negotiation::negotiate;
+pub use node::Node;
 pub use publisher::{Publisher, PublisherOptions};
 pub use qos::{Durability, History, LargeData, QoS, Reliability};
 #[doc(hidden)]

@@ -25,7 +25,7 @@ use freight_msg::{
     BackendKind, BackendSet, Buffer, BufferDecoder, BufferStorage, CdrReader, DecodeError, ElementInfo, RawBuffer,
 };
 
-use crate::context::Node;
+use crate::node::Node;
 use crate::qos::{Durability, History, QoS, Reliability};
 use crate::ros_discovery::Registration;
 use crate::sync::lock;

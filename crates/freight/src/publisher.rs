@@ -33,7 +33,6 @@ use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
-use crate::context::Node;
 use crate::delivery::{FrameMut, Route};
 use crate::endpoint::{DeviceTag, PublisherAd, SubscriberAd, WaitMode};
 use crate::error::{CreateError, LoanError, PublishError, ShmError};
@@ -41,6 +40,7 @@ use crate::frame::{encode_meta, retag, Entry, Header, DATA_ALIGN, HEADER_LEN};
 use crate::loan::{Loan, LoanUninit, LoanedBuffer};
 use crate::negotiation::{is_device_pool, takes_device_memory};
 use crate::network::{NetworkWriter, PeerTag};
+use crate::node::Node;
 use crate::process::{dead_nodes, is_own_node};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::sync::lock;
@@ -235,6 +235,31 @@ pub struct Publisher<M: Message> {
 impl<M: Message> std::fmt::Debug for Publisher<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Publisher<{}>({})", M::TYPE_NAME, self.inner.topic)
+    }
+}
+
+impl Node {
+    /// Creates a publisher of `M` on `topic`.
+    ///
+    /// ```no_run
+    /// use freight::{Context, QoS};
+    /// use freight::msgs::sensor_msgs::Image;
+    /// let node = Context::new()?.create_node("camera")?;
+    /// let publisher = node.create_publisher::<Image>("image_raw", QoS::sensor_data())?;
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_publisher<M: Message>(&self, topic: &str, qos: impl Into<QoS>) -> Result<Publisher<M>, CreateError> {
+        self.create_publisher_with_options(topic, qos, PublisherOptions::default())
+    }
+
+    /// Creates a publisher with options (e.g. the backend its buffers live in).
+    pub fn create_publisher_with_options<M: Message>(
+        &self,
+        topic: &str,
+        qos: impl Into<QoS>,
+        options: PublisherOptions,
+    ) -> Result<Publisher<M>, CreateError> {
+        Publisher::create(self, &self.resolve_topic_name(topic)?, qos.into(), options)
     }
 }
 

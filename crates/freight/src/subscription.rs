@@ -9,12 +9,12 @@ use freight_backend::{BufferStorage, Frame, FrameMemory};
 use freight_msg::{BackendKind, BackendSet, Message, RawBuffer};
 use iceoryx2::prelude::*;
 
-use crate::context::Node;
 use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
 use crate::error::{CreateError, ShmError, TakeError};
 use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
 use crate::negotiation::{is_device_pool, negotiate, takes_device_memory};
 use crate::network::{NetworkReader, PeerTag, ReceivedBuffers};
+use crate::node::Node;
 use crate::qos::{Durability, QoS};
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::sync::lock;
@@ -123,6 +123,28 @@ pub struct Subscription<M: Message> {
 impl<M: Message> std::fmt::Debug for Subscription<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Subscription<{}>({})", M::TYPE_NAME, self.inner.topic)
+    }
+}
+
+impl Node {
+    /// Creates a subscription to `M` on `topic`, accepting every backend this
+    /// process can use and waiting in the OS.
+    pub fn create_subscription<M: Message>(
+        &self,
+        topic: &str,
+        qos: impl Into<QoS>,
+    ) -> Result<Subscription<M>, CreateError> {
+        self.create_subscription_with_options(topic, qos, SubscriptionOptions::default())
+    }
+
+    /// Creates a subscription with options (accepted backends, wait mode).
+    pub fn create_subscription_with_options<M: Message>(
+        &self,
+        topic: &str,
+        qos: impl Into<QoS>,
+        options: SubscriptionOptions,
+    ) -> Result<Subscription<M>, CreateError> {
+        Subscription::create(self, &self.resolve_topic_name(topic)?, qos.into(), options)
     }
 }
 
