@@ -3,10 +3,13 @@
 //! `fake-device`, and `cuda` and `cuda-host` where a GPU is present).
 //!
 //! A backend is tested through a [`Harness`], which supplies the backend and
-//! builds message frames. [`run_all`] runs every check of [`CHECKS`]; each check
-//! is also a public function, named after the behaviour it proves, that panics
-//! with a message naming the harness when the backend misbehaves. Checks that
-//! only apply to pool backends (`!in_frame()`) or to backends with a finite
+//! builds message frames. Each check is a public function, named after the
+//! behaviour it proves, that panics with a message naming the harness when the
+//! backend misbehaves; [`CHECKS`] lists them. [`conformance_tests!`](crate::conformance_tests)
+//! makes one `#[test]` per check for a backend, each on a harness of its own
+//! (as iceoryx2-cal's conformance tests do), so a failure names the check;
+//! [`run_all`] runs every check on one harness. Checks that only apply to pool
+//! backends (`!in_frame()`) or to backends with a finite
 //! [`Backend::max_block_len`] pass trivially on the others.
 //!
 //! ```
@@ -195,6 +198,80 @@ pub fn run_all(h: &dyn Harness) {
         eprintln!("conformance: {}: {name}", h.label());
         check(h);
     }
+}
+
+/// One `#[test]` per check of [`CHECKS`] for one backend, in a module named
+/// `$module`: each builds a harness of its own with `$harness`, runs the
+/// check, then `after(&harness)` when given (e.g. that the backend holds
+/// nothing). With `if guard`, a test whose guard is false returns at once (a
+/// backend that needs hardware the machine lacks; the guard says so).
+///
+/// ```
+/// use freight_backend::conformance::{FrameKind, StandardHarness};
+/// use freight_backend::{Backend, BackendStats, FakeDeviceBackend, ShmBackend};
+///
+/// freight_backend::conformance_tests!(
+///     shm_over_shared_frames,
+///     StandardHarness::new(ShmBackend::default(), FrameKind::Shared)
+/// );
+/// freight_backend::conformance_tests!(
+///     fake_device_over_shared_frames,
+///     StandardHarness::new(FakeDeviceBackend::new(1 << 26).unwrap(), FrameKind::Shared),
+///     after |h: &StandardHarness<FakeDeviceBackend>| assert_eq!(h.inner().stats(), BackendStats::default())
+/// );
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($module:ident, $harness:expr $(, if $guard:expr)? $(, after $after:expr)? $(,)?) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+
+            /// Runs `check` on a harness of its own.
+            fn run(check: $crate::conformance::Check) {
+                $( if !$guard { return; } )?
+                let harness = $harness;
+                check(&harness);
+                $( ($after)(&harness); )?
+            }
+
+            $crate::conformance_tests!(@each run;
+                round_trip_through_host_mut,
+                round_trip_through_write_from_host,
+                descriptor_fits_in_limit,
+                two_readers_see_identical_contents,
+                garbage_descriptors_are_refused,
+                descriptor_past_the_frame_is_refused,
+                oversized_allocation_is_refused,
+                out_of_bounds_write_is_refused,
+                block_returns_to_pool_when_every_reader_dropped,
+                export_to_no_readers_frees_at_once,
+                unexported_block_returns_to_pool_on_drop,
+                release_unimported_gives_the_hold_back,
+                descriptor_of_freed_or_reused_block_is_stale,
+                exhausted_pool_recovers_after_release,
+                holds_of_a_dead_reader_are_reclaimed,
+                a_process_that_is_not_a_reader_cannot_import,
+                export_records_every_reader_or_refuses,
+                racing_release_and_reclaim_release_a_hold_once,
+            );
+        }
+    };
+    (@each $run:ident; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                $run($crate::conformance::$check)
+            }
+        )*
+
+        #[test]
+        fn every_check_of_the_suite_is_a_test_here() {
+            let suite: Vec<&str> = $crate::conformance::CHECKS.iter().map(|(name, _)| *name).collect();
+            assert_eq!(suite, [$(stringify!($check)),*]);
+        }
+    };
 }
 
 /// The bytes the suite writes: `len` bytes of a pattern that depends on `seed`

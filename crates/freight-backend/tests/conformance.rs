@@ -13,10 +13,10 @@ mod sim_cuda;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use freight_backend::conformance::{pattern, run_all, FrameKind, StandardHarness};
+use freight_backend::conformance::{pattern, FrameKind, StandardHarness, CHECKS};
 use freight_backend::{cuda, Backend, BackendKind, BackendStats, CpuBackend, CudaBackend, CudaHostBackend};
 use freight_backend::{FakeDeviceBackend, Frame, HeapFrame, ImportError, PoolOptions, ShmBackend};
 
@@ -31,37 +31,22 @@ fn empty_frame() -> Frame {
     Arc::new(HeapFrame(Vec::new()))
 }
 
-#[test]
-fn cpu_conforms_over_heap_frames() {
-    run_all(&StandardHarness::new(CpuBackend, FrameKind::Heap));
-}
-
-#[test]
-fn cpu_conforms_over_shared_frames() {
-    run_all(&StandardHarness::new(CpuBackend, FrameKind::Shared));
-}
-
-#[test]
-fn shm_conforms_over_shared_frames() {
-    run_all(&StandardHarness::new(ShmBackend::default(), FrameKind::Shared));
-}
-
-#[test]
-fn shm_conforms_with_a_small_block_limit() {
-    run_all(&StandardHarness::new(ShmBackend::with_max_block_len(1 << 21), FrameKind::Shared));
-}
-
-#[test]
-fn fake_device_conforms_over_heap_frames() {
-    run_all(&StandardHarness::new(fake_device(), FrameKind::Heap));
-}
-
-#[test]
-fn fake_device_conforms_over_shared_frames() {
-    let harness = StandardHarness::new(fake_device(), FrameKind::Shared);
-    run_all(&harness);
-    assert_eq!(harness.inner().stats(), BackendStats::default());
-}
+freight_backend::conformance_tests!(cpu_over_heap_frames, StandardHarness::new(CpuBackend, FrameKind::Heap));
+freight_backend::conformance_tests!(cpu_over_shared_frames, StandardHarness::new(CpuBackend, FrameKind::Shared));
+freight_backend::conformance_tests!(
+    shm_over_shared_frames,
+    StandardHarness::new(ShmBackend::default(), FrameKind::Shared)
+);
+freight_backend::conformance_tests!(
+    shm_with_a_small_block_limit,
+    StandardHarness::new(ShmBackend::with_max_block_len(1 << 21), FrameKind::Shared)
+);
+freight_backend::conformance_tests!(fake_device_over_heap_frames, StandardHarness::new(fake_device(), FrameKind::Heap));
+freight_backend::conformance_tests!(
+    fake_device_over_shared_frames,
+    StandardHarness::new(fake_device(), FrameKind::Shared),
+    after |h: &StandardHarness<FakeDeviceBackend>| assert_eq!(h.inner().stats(), BackendStats::default())
+);
 
 /// Whether a GPU is here; if not, says so where every run's log shows it
 /// ([`freight_testkit::skip`]), naming the test.
@@ -74,29 +59,29 @@ fn gpu_or_skip(what: &str) -> bool {
         }
         Ok(()) => true,
         Err(why) => {
-            freight_testkit::skip(what, freight_testkit::Lack::Gpu, &why.to_string());
+            // Once per kind of test: a conformance module asks once per check.
+            static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+            let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+            if !said.iter().any(|w| w == what) {
+                said.push(what.to_owned());
+                freight_testkit::skip(what, freight_testkit::Lack::Gpu, &why.to_string());
+            }
             false
         }
     }
 }
 
-#[test]
-fn cuda_conforms_over_shared_frames() {
-    if !gpu_or_skip("cuda conformance") {
-        return;
-    }
-    let harness = StandardHarness::new(CudaBackend::new(0, POOL_CAPACITY).unwrap(), FrameKind::Shared);
-    run_all(&harness);
-    assert_eq!(harness.inner().stats(), BackendStats::default());
-}
-
-#[test]
-fn cuda_host_conforms_over_shared_frames() {
-    if !gpu_or_skip("cuda-host conformance") {
-        return;
-    }
-    run_all(&StandardHarness::new(CudaHostBackend::new(0).unwrap(), FrameKind::Shared));
-}
+freight_backend::conformance_tests!(
+    cuda_over_shared_frames,
+    StandardHarness::new(CudaBackend::new(0, POOL_CAPACITY).unwrap(), FrameKind::Shared),
+    if gpu_or_skip("cuda conformance"),
+    after |h: &StandardHarness<CudaBackend>| assert_eq!(h.inner().stats(), BackendStats::default())
+);
+freight_backend::conformance_tests!(
+    cuda_host_over_shared_frames,
+    StandardHarness::new(CudaHostBackend::new(0).unwrap(), FrameKind::Shared),
+    if gpu_or_skip("cuda-host conformance")
+);
 
 #[test]
 fn cuda_helpers_agree_with_the_backend() {
@@ -626,15 +611,21 @@ fn cuda_host_round_trip(backend: &CudaHostBackend, frame: MappedFrame, seed: u8)
     assert!(buf.host_bytes().unwrap() == pattern(len, seed));
 }
 
+freight_backend::conformance_tests!(
+    cuda_host_over_shared_mappings,
+    MappedHarness(CudaHostBackend::new(0).unwrap()),
+    if gpu_or_skip("cuda-host over shared mappings"),
+    after |h: &MappedHarness| assert_eq!(h.0.last_registration_error(), None)
+);
+
 #[test]
-fn cuda_host_conforms_over_shared_mappings() {
+fn cuda_host_maps_a_shared_mapping_for_the_device() {
     if !gpu_or_skip("cuda-host over shared mappings") {
         return;
     }
-    let harness = MappedHarness(CudaHostBackend::new(0).unwrap());
-    run_all(&harness);
-    cuda_host_round_trip(&harness.0, MappedFrame::new(4096), 3);
-    assert_eq!(harness.0.last_registration_error(), None);
+    let backend = CudaHostBackend::new(0).unwrap();
+    cuda_host_round_trip(&backend, MappedFrame::new(4096), 3);
+    assert_eq!(backend.last_registration_error(), None);
 }
 
 /// A subscriber's mapping of the publisher's segment is read-only, which the
@@ -724,15 +715,16 @@ fn cuda_host_mapping_replaced_at_its_address_is_registered_again_from_any_thread
     cuda_host_round_trip(&backend, frame(true), 3);
 }
 
-/// The GPU-gated tests, run again by `gpu_tests_run_on_the_simulated_cuda_driver`.
+/// The GPU-gated conformance modules and tests, run again by
+/// `gpu_tests_run_on_the_simulated_cuda_driver`.
+const GPU_MODULES: &[&str] =
+    &["cuda_over_shared_frames", "cuda_host_over_shared_frames", "cuda_host_over_shared_mappings"];
 const GPU_TESTS: &[&str] = &[
-    "cuda_conforms_over_shared_frames",
-    "cuda_host_conforms_over_shared_frames",
     "cuda_helpers_agree_with_the_backend",
     "cuda_block_read_by_another_process_returns_to_the_pool",
     "cuda_block_ordered_on_a_stream_by_another_process_returns_after_its_work",
     "cuda_block_imported_in_its_own_process_is_not_ipc_opened",
-    "cuda_host_conforms_over_shared_mappings",
+    "cuda_host_maps_a_shared_mapping_for_the_device",
     "cuda_host_maps_a_read_only_mapping_as_a_subscriber_has",
     "cuda_host_segment_mapped_where_private_memory_was_is_registered",
     "cuda_allocations_succeed_after_a_registered_segment_is_unmapped",
@@ -752,15 +744,19 @@ fn gpu_tests_run_on_the_simulated_cuda_driver() {
     let Some(sim) = sim_cuda::SimDriver::build() else {
         return;
     };
-    let mut args = vec!["--exact"];
-    args.extend_from_slice(GPU_TESTS);
+    // Filters by name: a module's name selects all its tests.
+    let modules = GPU_MODULES.iter().map(|m| format!("{m}::"));
+    let args: Vec<String> = modules.chain(GPU_TESTS.iter().map(|t| t.to_string())).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = sim.run(&std::env::current_exe().unwrap(), &args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report = format!("driver in {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}", sim.dir().display());
     assert!(out.status.success(), "the GPU tests failed on the simulated driver: {}\n{report}", out.status);
     assert!(!stderr.contains("SKIPPED"), "a GPU test skipped on the simulated driver\n{report}");
-    for name in GPU_TESTS {
+    let checks = CHECKS.iter().map(|(check, _)| *check);
+    let in_modules = GPU_MODULES.iter().flat_map(|m| checks.clone().map(move |c| format!("{m}::{c}")));
+    for name in in_modules.chain(GPU_TESTS.iter().map(|t| t.to_string())) {
         assert!(stdout.contains(&format!("test {name} ... ok")), "{name} did not run and pass\n{report}");
     }
     assert!(
