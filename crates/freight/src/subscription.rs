@@ -90,7 +90,8 @@ pub(crate) struct SubscriptionInner {
     /// The UUIDs of this process's devices for the device-pool backends it accepts.
     devices: OwnDevices,
     /// Publishers (by id) whose buffers arrived in other memory than this
-    /// subscription asked for, already reported on stderr.
+    /// subscription asked for, already reported on stderr; at most
+    /// [`NOTED_MAX`].
     noted: Mutex<HashSet<u64>>,
     wait: WaitMode,
     _local: Arc<LocalTopic>,
@@ -357,11 +358,20 @@ impl SubscriptionInner {
     /// subscription in other memory than it asked for, and why: a fallback
     /// is never silent.
     fn note_fallback(&self, publisher_id: u64, why: impl FnOnce() -> String) {
-        if lock(&self.noted).insert(publisher_id) {
+        let mut noted = lock(&self.noted);
+        if noted.len() >= NOTED_MAX && !noted.contains(&publisher_id) {
+            // Publishers come and go: forgetting them all costs at most a
+            // repeated notice, where keeping them would grow without bound.
+            noted.clear();
+        }
+        if noted.insert(publisher_id) {
             eprintln!("freight: subscription to {}: {}", self.topic, why());
         }
     }
 }
+
+/// Most publishers a subscription remembers having reported a fallback for.
+const NOTED_MAX: usize = 256;
 
 /// The devices of a subscription's process, for the device-pool backends it
 /// accepts (`None`: not accepted, or a device without UUID).
@@ -588,5 +598,26 @@ fn release_unimported(sub: &SubscriptionInner, rest: TableReader<'_>, device: Op
                 let _ = b.release_unimported(e.descriptor, std::process::id());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msgs::std_msgs::UInt8MultiArray;
+    use crate::Context;
+
+    #[test]
+    fn the_publishers_a_subscription_reported_are_bounded() {
+        let ctx = Context::builder().local_only().create().unwrap();
+        let node = ctx.create_node("noted").unwrap();
+        let sub = node.create_subscription::<UInt8MultiArray>("/noted_bound", QoS::default()).unwrap();
+        for id in 0..(3 * NOTED_MAX as u64) {
+            sub.inner.note_fallback(id, || format!("publisher {id}"));
+            assert!(lock(&sub.inner.noted).len() <= NOTED_MAX);
+        }
+        // The last one is remembered: no second notice for it.
+        let last = 3 * NOTED_MAX as u64 - 1;
+        sub.inner.note_fallback(last, || panic!("publisher {last} was reported twice"));
     }
 }
