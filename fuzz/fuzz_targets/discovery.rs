@@ -10,8 +10,7 @@
 //! With `FREIGHT_FUZZ_SEED_DIR` set, the target writes seeds there and exits.
 #![no_main]
 
-use freight::network::PeerTag;
-use freight::{inspect_ros_discovery_info, BackendKind, BackendSet};
+use freight::{inspect_ros_discovery_info, BackendKind, BackendSet, PeerTag};
 use freight_msg::CdrWriter;
 use libfuzzer_sys::fuzz_target;
 

@@ -76,6 +76,9 @@ pub use negotiation::negotiate;
 pub use node::Node;
 pub use publisher::{Publisher, PublisherOptions};
 pub use qos::{Durability, History, LargeData, QoS, Reliability};
+// For the fuzz targets (fuzz/), which parse what other participants send.
+#[doc(hidden)]
+pub use network::PeerTag;
 #[doc(hidden)]
 pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
