@@ -154,6 +154,16 @@ class Child:
         self.close()
 
 
+def stdin_closed():
+    """An event set once stdin closes: the test is done with this peer (or
+    died). A peer ends its loop on it and returns, so that freight's objects
+    are dropped as in any program (a device pool removes its file) instead of
+    being cut short by ``os._exit``."""
+    closed = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+    return closed
+
+
 def peer(script, *args, **kwargs):
     """A Python peer from ``peers/``, run by this interpreter."""
     return Child([sys.executable, PEERS / script, *args], name=script, **kwargs)

@@ -31,7 +31,6 @@ import argparse
 import ctypes
 import pathlib
 import sys
-import threading
 
 import numpy as np
 
@@ -117,20 +116,13 @@ def describe(msg):
 def subscribe(args, node):
     sub = node.create_subscription(UInt8MultiArray, args.topic, None, 10, accepted_backends=args.accept.split(","))
     print("READY", flush=True)
-    threading.Thread(target=lambda: (sys.stdin.read(), exit_now()), daemon=True).start()
-    while True:
+    closed = support.stdin_closed()
+    while not closed.is_set():
         msg = sub.take(timeout_sec=0.2)
         if msg is None:
             continue
         print(describe(msg), flush=True)
         del msg
-
-
-def exit_now():
-    import os
-
-    sys.stdout.flush()
-    os._exit(0)
 
 
 def main():

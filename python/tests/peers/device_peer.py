@@ -24,7 +24,6 @@ or BAD i>``, having read every byte: device memory through
 import argparse
 import pathlib
 import sys
-import threading
 
 import numpy as np
 
@@ -100,9 +99,8 @@ def subscribe(args, node):
         import torch  # noqa: F401 (imported: cuda-host data is checked on the GPU)
     sub = node.create_subscription(UInt8MultiArray, args.topic, None, 10, accepted_backends=args.accept.split(","))
     print("READY", flush=True)
-    # The test closes stdin to end the child.
-    threading.Thread(target=lambda: (sys.stdin.read(), freight_exit()), daemon=True).start()
-    while True:
+    closed = support.stdin_closed()  # the test closes stdin to end the child
+    while not closed.is_set():
         msg = sub.take(timeout_sec=0.2)
         if msg is None:
             continue
@@ -110,12 +108,6 @@ def subscribe(args, node):
         backend = data.backend if isinstance(data, freight.DeviceArray) else data.base.backend
         print(f"GOT {msg.layout.data_offset} {backend} {type(data).__name__} {check(msg)}", flush=True)
         del msg, data
-
-
-def freight_exit():
-    import os
-
-    os._exit(0)
 
 
 def main():
