@@ -24,18 +24,20 @@ wheel: deps
 	rm -f target/wheels/freight-*.whl
 	.venv/bin/maturin build --release --locked --out target/wheels
 
-# The main job: the robot-arm renderer -> display demo, GPU frames between two
+# The main job: one 4K BGRA frame between two processes, loan vs copy vs raw
+# iceoryx2; then the robot-arm renderer -> display demo, GPU frames between two
 # processes over cuda vs cuda-host vs cpu (on a machine with an NVIDIA driver;
-# torch is installed into .venv for it), or its CPU version (numpy, shm vs cpu);
-# then one 4K BGRA frame between two processes, loan vs copy vs raw iceoryx2.
+# torch is installed into .venv for it), or its CPU version (numpy, shm vs cpu),
+# end to end and transport only. The robot arm comes last because its last line
+# is the headline, with the numbers of that run.
 demo: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	@if ldconfig -p | grep -q 'libcuda\.so\.1' && ! .venv/bin/python -c 'import torch' 2>/dev/null; then \
 		echo "an NVIDIA driver is present: installing torch into .venv for the GPU demo"; \
 		.venv/bin/pip install -q --disable-pip-version-check torch; \
 	fi
-	$(FREIGHT) demo robot-arm --python .venv/bin/python
 	$(FREIGHT) demo
+	$(FREIGHT) demo robot-arm --python .venv/bin/python
 
 # Every test, in release mode (large payloads; shares the build above), with the
 # wheel installed in .venv first (`bench ros2` runs freight's Python stack): the Rust

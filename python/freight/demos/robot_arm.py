@@ -25,7 +25,16 @@ resolution, then scaled up) and the transports are ``shm`` (the renderer draws
 into a loan of shared memory; the display reads it in place) and ``cpu``
 (copies). ``--device auto`` (the default) picks and says why.
 
-    python -m freight.demos.robot_arm                      # compare: the table
+``compare`` measures two views. **End to end**: each frame is drawn as it is
+sent, so a slow renderer (numpy on a few cores) sets the pace and the
+transports may tie on frames per second. **Transport only**: a few frames are
+drawn before measuring and sent in turn as fast as the display keeps up, so
+the transport sets the pace; it adds each side's CPU time per frame and the
+display's time inside freight (``take`` until the pixels are readable), each
+against the ``cpu`` path, and ends with the headline in one sentence. In both
+the display reads and checksums every pixel.
+
+    python -m freight.demos.robot_arm                      # compare: the tables and the headline
     python -m freight.demos.robot_arm compare --seconds 3 --resolutions 1920x1080,3840x2160
     python -m freight.demos.robot_arm display --save-png arm.png &   # one pair by hand
     python -m freight.demos.robot_arm renderer
@@ -43,9 +52,14 @@ import warnings
 import numpy as np
 
 import freight
+from freight._native import wait
 from freight.msgs.sensor_msgs import Image
 
 RESOLUTIONS = [(1920, 1080), (2560, 1440), (3840, 2160)]
+#: What the headline calls a resolution.
+RESOLUTION_NAMES = {(1920, 1080): "1080p", (2560, 1440): "1440p", (3840, 2160): "4K"}
+#: Distinct frames the transport-only view draws before measuring and sends in turn.
+REPLAY_FRAMES = 4
 #: The display starts measuring this long after its first frame (CUDA
 #: contexts, pools and caches warm up meanwhile).
 WARMUP_S = 0.5
@@ -258,6 +272,104 @@ def _context_and_node(name):
 # ---------------------------------------------------------------------------------------- renderer
 
 
+class CpuMeter:
+    """This process's CPU time (all threads, ``time.process_time``) per frame
+    over a measured window: ``begin`` at its start, ``frame`` after each frame."""
+
+    def __init__(self):
+        self.started, self.frames, self.cpu0, self.cpu1 = False, 0, 0.0, 0.0
+
+    def begin(self):
+        self.started, self.frames = True, 0
+        self.cpu0 = self.cpu1 = time.process_time()
+
+    def frame(self):
+        self.frames += 1
+        self.cpu1 = time.process_time()
+
+    def ms_per_frame(self):
+        return (self.cpu1 - self.cpu0) * 1e3 / self.frames if self.frames else float("nan")
+
+
+def _renderer(device, width, height):
+    return TorchRenderer(_torch(), width, height) if device == "cuda" else NumpyRenderer(width, height)
+
+
+def _blank_frame(device, width, height):
+    """An uninitialized BGRA frame where ``device`` draws."""
+    if device == "cuda":
+        return _torch().empty((height, width, 4), dtype=_torch().uint8, device="cuda")
+    return np.empty((height, width, 4), np.uint8)
+
+
+def live_frames(pub, transport, device, width, height):
+    """``frame(t, seq) -> (data, checksum)``: each frame drawn as it is sent,
+    where the transport wants it (into the loan where there is one)."""
+    renderer, scratch = _renderer(device, width, height), _blank_frame(device, width, height)
+    shape = (height, width, 4)
+
+    def frame(t, seq):
+        del seq
+        if device == "cuda" and transport.name == "cuda":
+            data = pub.loan_tensor(shape, _torch().uint8)  # the pool's device memory
+            renderer.draw(t, data)
+            return data, checksum_torch(data)
+        if device == "cuda":
+            renderer.draw(t, scratch)
+            csum = checksum_torch(scratch)
+            if transport.name == "cuda-host":
+                data = pub.loan_tensor(shape, _torch().uint8)  # page-locked host memory, GPU-mapped
+                data.copy_(scratch)  # one copy, by the GPU; readers wait for it on their stream
+                return data, csum
+            return scratch.cpu().numpy(), csum  # to the host, then copied into the message by publish
+        if transport.zero_copy:
+            data = pub.loan(shape, np.uint8)  # shared memory
+            renderer.draw(t, data)
+            return data, checksum_numpy(data)
+        renderer.draw(t, scratch)
+        return scratch, checksum_numpy(scratch)  # copied into the message by publish
+
+    return frame
+
+
+def replayed_frames(pub, transport, device, width, height, count):
+    """``frame(t, seq) -> (data, checksum)``: ``count`` frames drawn (and
+    checksummed) once, before anything is measured, then sent in turn, so the
+    loop holds only what the transport costs. Each side makes the one copy a
+    sender of ready frames makes: into the loan (``shm``, ``cuda``,
+    ``cuda-host``), or by ``publish`` (``cpu``, after the GPU's copy to the host)."""
+    renderer, shape = _renderer(device, width, height), (height, width, 4)
+    drawn = [_blank_frame(device, width, height) for _ in range(count)]
+    for i, out in enumerate(drawn):
+        renderer.draw(i * 0.1, out)  # a tenth of a second apart: frames that differ
+    sums = [checksum_torch(f) if device == "cuda" else checksum_numpy(f) for f in drawn]
+
+    def frame(t, seq):
+        del t
+        src = drawn[seq % count]
+        if device == "cuda" and transport.name in ("cuda", "cuda-host"):
+            data = pub.loan_tensor(shape, _torch().uint8)
+            data.copy_(src)  # by the GPU; readers wait for it on their stream
+        elif device == "cuda":
+            data = src.cpu().numpy()  # to the host, then copied into the message by publish
+        elif transport.zero_copy:
+            data = pub.loan(shape, np.uint8)
+            data[...] = src
+        else:
+            data = src  # copied into the message by publish
+        return data, sums[seq % count]
+
+    return frame
+
+
+def _wait_for_display(pub, topic):
+    deadline = time.monotonic() + PEER_TIMEOUT_S
+    while pub.get_subscription_count() == 0:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"renderer: no display subscribed to {topic} in {PEER_TIMEOUT_S:.0f} s")
+        time.sleep(0.01)
+
+
 def run_renderer(args):
     transport = TRANSPORTS[args.transport]
     width, height = args.width, args.height
@@ -265,45 +377,27 @@ def run_renderer(args):
         raise SystemExit("width * height must be even (frames are checksummed as 8-byte words)")
     _, node = _context_and_node("renderer")
     pub = node.create_publisher(Image, args.topic, QOS, backend=transport.backend)
-    gpu = args.device == "cuda"
-    if gpu:
-        torch = _torch()
-        renderer = TorchRenderer(torch, width, height)
-        scratch = torch.empty((height, width, 4), dtype=torch.uint8, device="cuda")
+    if args.replay:
+        frame = replayed_frames(pub, transport, args.device, width, height, args.replay)
     else:
-        renderer = NumpyRenderer(width, height)
-        scratch = np.empty((height, width, 4), np.uint8)
-    deadline = time.monotonic() + PEER_TIMEOUT_S
-    while pub.get_subscription_count() == 0:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"renderer: no display subscribed to {args.topic} in {PEER_TIMEOUT_S:.0f} s")
-        time.sleep(0.01)
-    print(f"renderer: {width}x{height} over {transport.name} ({args.device})", file=sys.stderr, flush=True)
+        frame = live_frames(pub, transport, args.device, width, height)
+    _wait_for_display(pub, args.topic)
+    how = f", replaying {args.replay} frames" if args.replay else ""
+    print(f"renderer: {width}x{height} over {transport.name} ({args.device}{how})", file=sys.stderr, flush=True)
+    # The display's window starts WARMUP_S after its first frame; this one
+    # after the first frame sent, so the two cover about the same frames.
     start = time.monotonic()
     stop = start + args.seconds if args.seconds else math.inf
+    window = (start + WARMUP_S, start + WARMUP_S + args.measure_seconds)
+    meter, reported = CpuMeter(), False
     seq = 0
-    while time.monotonic() < stop:
-        t = time.monotonic() - start
-        if gpu and transport.name == "cuda":
-            data = pub.loan_tensor((height, width, 4), torch.uint8)  # the pool's device memory
-            renderer.draw(t, data)
-            csum = checksum_torch(data)
-        elif gpu:
-            renderer.draw(t, scratch)
-            csum = checksum_torch(scratch)
-            if transport.name == "cuda-host":
-                data = pub.loan_tensor((height, width, 4), torch.uint8)  # page-locked host memory, GPU-mapped
-                data.copy_(scratch)  # one copy, by the GPU; readers wait for it on their stream
-            else:
-                data = scratch.cpu().numpy()  # to the host, then copied into the message by publish
-        elif transport.zero_copy:
-            data = pub.loan((height, width, 4), np.uint8)  # shared memory
-            renderer.draw(t, data)
-            csum = checksum_numpy(data)
-        else:
-            renderer.draw(t, scratch)
-            csum = checksum_numpy(scratch)
-            data = scratch  # copied into the message by publish
+    while (now := time.monotonic()) < stop:
+        if not meter.started and now >= window[0]:
+            meter.begin()
+        if not reported and now >= window[1]:
+            report_renderer(meter)
+            reported = True
+        data, csum = frame(now - start, seq)
         msg = Image(height=height, width=width, encoding="bgra8", step=width * 4, data=data)
         msg.header.frame_id = f"{seq} {csum}"
         msg.header.stamp = node.get_clock().now().to_msg()
@@ -313,8 +407,19 @@ def run_renderer(args):
             pass  # the display is slow or gone: checked below
         del msg, data
         seq += 1
+        if meter.started and not reported:
+            meter.frame()
         if seq % 16 == 0 and pub.get_subscription_count() == 0:
             break  # the display finished
+    if not reported:
+        report_renderer(meter)
+
+
+def report_renderer(meter):
+    """Prints the renderer's ``RESULT`` line, which ``run_pair`` reads."""
+    result = {"frames": meter.frames, "cpu_ms_per_frame": meter.ms_per_frame()}
+    print("RESULT " + json.dumps(result), flush=True)
+    return True
 
 
 # ---------------------------------------------------------------------------------------- display
@@ -371,17 +476,23 @@ def run_display(args):
     latencies, backends, reads = [], set(), set()
     saved = None
     start = end = None
-    while True:
-        msg = sub.take(timeout_sec=5.0)
+    meter, in_freight_s = CpuMeter(), 0.0
+    # Waiting for a frame apart from taking it, so the time inside freight
+    # (take, until the pixels are readable) leaves out the wait for the renderer.
+    while wait([sub], 5.0):
+        took = time.perf_counter()
+        msg = sub.take(timeout_sec=0)
         received_ns = time.time_ns()
         if msg is None:
-            break
+            continue
+        data = msg.data
+        took = time.perf_counter() - took
         now = time.monotonic()
         if now < warm_until:
             continue
         if start is None:
             start = now
-        data = msg.data
+        in_freight_s += took
         seq, sent_sum = (int(x) for x in msg.header.frame_id.split())
         csum, where = reader.checksum(data)
         mismatches += csum != sent_sum
@@ -397,6 +508,11 @@ def run_display(args):
             size = write_png(args.save_png, pixels[..., [2, 1, 0, 3]])  # BGRA -> RGBA
             saved = f"{args.save_png} ({size:,} bytes)"
         del msg, data
+        # As the frame rate, the CPU time counts the frames after the first.
+        if meter.started:
+            meter.frame()
+        else:
+            meter.begin()
         end = time.monotonic()
         if end - start >= args.seconds:
             break
@@ -409,6 +525,8 @@ def run_display(args):
         "seconds": round(elapsed, 3),
         "fps": (frames - 1) / elapsed if frames > 1 else 0.0,
         "latency_p50_ms": float(np.median(latencies)) / 1e6 if latencies else float("nan"),
+        "cpu_ms_per_frame": meter.ms_per_frame(),
+        "in_freight_ms_per_frame": in_freight_s * 1e3 / frames if frames else float("nan"),
         "mismatches": mismatches,
         "backends": sorted(backends),
         "reads": sorted(reads),
@@ -428,12 +546,16 @@ def run_display(args):
 # ---------------------------------------------------------------------------------------- compare
 
 
-def run_pair(device, transport, width, height, seconds, save_png=None):
-    """Runs a display and a renderer process; returns the display's result."""
-    topic = f"/robot_arm_{os.getpid()}_{transport.replace('-', '_')}_{width}x{height}"
+def run_pair(device, transport, width, height, seconds, save_png=None, replay=0):
+    """Runs a display and a renderer process (``replay``: that many frames
+    drawn before measuring, then sent in turn); returns the display's result,
+    with the renderer's CPU time per frame as ``renderer_cpu_ms_per_frame``."""
+    view = f"replay{replay}" if replay else "live"
+    topic = f"/robot_arm_{os.getpid()}_{transport.replace('-', '_')}_{width}x{height}_{view}"
     common = ["--transport", transport, "--width", str(width), "--height", str(height), "--topic", topic]
     common += ["--device", device, "--seconds", str(seconds)]
     me = [sys.executable, "-m", "freight.demos.robot_arm"]
+    replaying = ["--replay", str(replay)]
     display = subprocess.Popen(
         me + ["display", *common] + (["--save-png", save_png] if save_png else []),
         stdout=subprocess.PIPE,
@@ -445,15 +567,18 @@ def run_pair(device, transport, width, height, seconds, save_png=None):
         if display.stdout.readline().strip() != "READY":
             raise RuntimeError(f"the display did not start: {display.stderr.read()}")
         renderer = subprocess.Popen(
-            me + ["renderer", *common[:-2], "--seconds", "0"],
-            stdout=subprocess.DEVNULL,
+            [*me, "renderer", *common[:-2], "--seconds", "0", "--measure-seconds", str(seconds), *replaying],
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         out, err = display.communicate(timeout=seconds + 2 * PEER_TIMEOUT_S)
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                return json.loads(line[len("RESULT ") :])
+        result = _result_line(out.splitlines())
+        if result is not None:
+            # The renderer reports when its window closes, about when the display's does.
+            renderer_result = _result_line(renderer.stdout) or {}
+            result["renderer_cpu_ms_per_frame"] = renderer_result.get("cpu_ms_per_frame", float("nan"))
+            return result
         renderer_err = ""
         if renderer.poll() is not None:
             renderer_err = renderer.stderr.read()
@@ -469,35 +594,166 @@ def run_pair(device, transport, width, height, seconds, save_png=None):
                     p.wait()
 
 
-def format_table(results):
-    """The seed demo's table, plus the transport latency and what carried the frames."""
-    header = ["Resolution", "Image size", "Transport", "FPS", "Speedup", "Latency p50", "Pixels read", "Checksums"]
-    rows = []
+def _result_line(lines):
+    """The JSON of the first ``RESULT`` line among ``lines``, or None."""
+    for line in lines:
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    return None
+
+
+def _by_resolution(results):
+    """``{(width, height): {transport: result}}``, in the order measured."""
     by_res = {}
     for r in results:
         by_res.setdefault((r["width"], r["height"]), {})[r["transport"]] = r
-    for (w, h), cells in by_res.items():
-        base = cells.get("cpu")
-        for name, r in cells.items():
-            speedup = ""
-            if name != "cpu" and base and base["fps"] > 0:
-                speedup = f"{r['fps'] / base['fps']:.1f}x"
-            rows.append(
-                [
-                    f"{w}x{h}",
-                    f"{w * h * 4 / 2**20:.1f} MiB",
-                    TRANSPORTS[name].label + ("" if r["backends"] == [name] else f" (via {','.join(r['backends'])})"),
-                    f"{r['fps']:.1f}",
-                    speedup,
-                    f"{r['latency_p50_ms']:.3f} ms",
-                    ",".join(r["reads"]),
-                    "ok" if r["mismatches"] == 0 and r["frames"] else f"{r['mismatches']} bad",
-                ]
-            )
+    return by_res
+
+
+def _aligned(header, rows):
+    """``rows`` under ``header``, in columns two spaces apart."""
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(x.ljust(n) for x, n in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * n for n in widths))
     return "\n".join(lines)
+
+
+def _transport_cell(name, r):
+    return TRANSPORTS[name].label + ("" if r["backends"] == [name] else f" (via {','.join(r['backends'])})")
+
+
+def _checksums_cell(r):
+    return "ok" if r["mismatches"] == 0 and r["frames"] else f"{r['mismatches']} bad"
+
+
+def _speedup_cell(name, r, base):
+    return f"{r['fps'] / base['fps']:.1f}x" if name != "cpu" and base and base["fps"] > 0 else ""
+
+
+def _times(ratio, above, below):
+    """``ratio`` as "2.5x faster" (``above``) or, under 1, "2.5x slower" (``below``)."""
+    return f"{ratio:.1f}x {above}" if ratio >= 1 else f"{1 / ratio:.1f}x {below}"
+
+
+def _cost_cell(name, ms, base_ms):
+    """A time per frame, and for a transport other than ``cpu`` how it compares with ``cpu``'s."""
+    cell = f"{ms:.3f} ms"
+    if name != "cpu" and ms > 0 and base_ms is not None and math.isfinite(ms) and math.isfinite(base_ms):
+        cell += f" ({_times(base_ms / ms, 'less', 'more')})"
+    return cell
+
+
+def format_table(results):
+    """The seed demo's table, plus the transport latency and what carried the frames."""
+    header = ["Resolution", "Image size", "Transport", "FPS", "Speedup", "Latency p50", "Pixels read", "Checksums"]
+    rows = []
+    for (w, h), cells in _by_resolution(results).items():
+        base = cells.get("cpu")
+        for name, r in cells.items():
+            rows.append(
+                [
+                    f"{w}x{h}",
+                    f"{w * h * 4 / 2**20:.1f} MiB",
+                    _transport_cell(name, r),
+                    f"{r['fps']:.1f}",
+                    _speedup_cell(name, r, base),
+                    f"{r['latency_p50_ms']:.3f} ms",
+                    ",".join(r["reads"]),
+                    _checksums_cell(r),
+                ]
+            )
+    return _aligned(header, rows)
+
+
+def format_replay_table(results):
+    """The transport-only view: frame rate, latency, CPU time per frame on each
+    side and the display's time inside freight, each against ``cpu`` at the
+    same resolution."""
+    header = ["Resolution", "Image size", "Transport", "FPS", "Speedup", "Latency p50"]
+    header += ["Renderer CPU/frame", "Display CPU/frame", "Display in freight/frame", "Checksums"]
+    rows = []
+    for (w, h), cells in _by_resolution(results).items():
+        base = cells.get("cpu") or {}
+        for name, r in cells.items():
+            rows.append(
+                [
+                    f"{w}x{h}",
+                    f"{w * h * 4 / 2**20:.1f} MiB",
+                    _transport_cell(name, r),
+                    f"{r['fps']:.1f}",
+                    _speedup_cell(name, r, base),
+                    f"{r['latency_p50_ms']:.3f} ms",
+                ]
+                + [
+                    _cost_cell(name, r[key], base.get(key))
+                    for key in ("renderer_cpu_ms_per_frame", "cpu_ms_per_frame", "in_freight_ms_per_frame")
+                ]
+                + [_checksums_cell(r)]
+            )
+    return _aligned(header, rows)
+
+
+def headline(results, device):
+    """One sentence: the zero-copy transport against copies in the
+    transport-only view, at the largest resolution with both; None without."""
+    zero_copy = TRANSPORTS_BY_DEVICE[device][0]
+    by_res = _by_resolution(results)
+    for w, h in sorted(by_res, key=lambda res: res[0] * res[1], reverse=True):
+        fast, base = by_res[(w, h)].get(zero_copy), by_res[(w, h)].get("cpu")
+        if not (fast and base and fast["fps"] > 0 and base["fps"] > 0):
+            continue
+        frames = RESOLUTION_NAMES.get((w, h), f"{w}x{h}")
+        sentence = (
+            f"freight moved {frames} frames {_times(fast['fps'] / base['fps'], 'faster', 'slower')} than copying "
+            f"them ({fast['fps']:.1f} vs {base['fps']:.1f} frames/s, transport only: {zero_copy} vs cpu)"
+        )
+        cpu = [r["renderer_cpu_ms_per_frame"] + r["cpu_ms_per_frame"] for r in (fast, base)]
+        if all(math.isfinite(x) and x > 0 for x in cpu):
+            sentence += (
+                f", at {_times(cpu[1] / cpu[0], 'less', 'more')} CPU per frame "
+                f"({cpu[0]:.2f} vs {cpu[1]:.2f} ms, renderer and display together)"
+            )
+        return sentence + "."
+    return None
+
+
+def _measure(device, transports, resolutions, seconds, replay=0):
+    """Every transport at every resolution, a line as each cell ends."""
+    results = []
+    for width, height in resolutions:
+        for t in transports:
+            r = run_pair(device, t, width, height, seconds, replay=replay)
+            line = f"  {width}x{height} {t}: {r['fps']:.1f} frames/s, latency p50 {r['latency_p50_ms']:.3f} ms"
+            if replay:
+                line += f", CPU/frame renderer {r['renderer_cpu_ms_per_frame']:.2f} ms"
+                line += f", display {r['cpu_ms_per_frame']:.2f} ms"
+            print(line, flush=True)
+            results.append(r)
+    return results
+
+
+def transport_only(device, transports, args):
+    """The transport-only view: measures it, prints its table and, last, the headline."""
+    print()
+    print(
+        f"transport only: {args.replay_frames} frames drawn before measuring, then sent in turn as fast as the "
+        f"display keeps up (reliable QoS); the renderer copies each into its loan or hands it to publish, "
+        f"the display still reads and checksums every pixel",
+        flush=True,
+    )
+    results = _measure(device, transports, args.resolutions, args.seconds, replay=args.replay_frames)
+    print()
+    print(format_replay_table(results))
+    print(
+        "CPU/frame: the process's CPU time over the measured window, per frame; in freight: the display's take "
+        "until the pixels are readable; (x less/more): against CPU at the same resolution; latency: from publish "
+        "to take, so it includes the time a frame waits in the queue when the display is the slower side"
+    )
+    sentence = headline(results, device)
+    if sentence:
+        print()
+        print(sentence)
+    return results
 
 
 def run_compare(args):
@@ -512,18 +768,12 @@ def run_compare(args):
         f"every pixel read and checksummed by the display",
         flush=True,
     )
-    results = []
-    for width, height in args.resolutions:
-        for t in transports:
-            r = run_pair(device, t, width, height, args.seconds)
-            print(
-                f"  {width}x{height} {t}: {r['fps']:.1f} frames/s, latency p50 {r['latency_p50_ms']:.3f} ms",
-                flush=True,
-            )
-            results.append(r)
+    print("end to end: each frame drawn as it is sent", flush=True)
+    results = _measure(device, transports, args.resolutions, args.seconds)
     print()
     print(format_table(results))
-    bad = [r for r in results if r["mismatches"] or not r["frames"]]
+    replayed = transport_only(device, transports, args) if args.replay_frames else []
+    bad = [r for r in results + replayed if r["mismatches"] or not r["frames"]]
     return 1 if bad else 0
 
 
@@ -552,6 +802,13 @@ def main(argv=None):
         help="e.g. 1920x1080,3840x2160 (default: 1080p, 1440p, 4K)",
     )
     compare.add_argument("--transports", help="a subset, e.g. cuda,cpu (default: all of the device's)")
+    compare.add_argument(
+        "--replay-frames",
+        type=int,
+        default=REPLAY_FRAMES,
+        metavar="K",
+        help=f"the transport-only view replays K frames drawn before measuring (default {REPLAY_FRAMES}; 0: none)",
+    )
     for role in ("renderer", "display"):
         p = sub.add_parser(role, help=f"the {role} process alone")
         p.add_argument("--transport", choices=list(TRANSPORTS), default=None)
@@ -564,6 +821,13 @@ def main(argv=None):
         )
         if role == "display":
             p.add_argument("--save-png", metavar="FILE", help="write the first measured frame as a PNG")
+        else:
+            p.add_argument(
+                "--replay", type=int, default=0, metavar="K", help="draw K frames first, then send them in turn"
+            )
+            p.add_argument(
+                "--measure-seconds", type=float, default=3.0, help="CPU time per frame over this long, after warm-up"
+            )
     args = parser.parse_args(argv)
     if args.command in (None, "compare"):
         if args.command is None:
