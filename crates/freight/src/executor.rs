@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use freight_msg::Message;
 
+use crate::delivery::Receiver;
 use crate::error::{TakeError, WaitError};
 use crate::sample::Sample;
-use crate::subscription::{Subscription, SubscriptionInner};
+use crate::subscription::Subscription;
 use crate::waitset::{wait_any, WaitOutcome};
 
 trait Entry: Send {
-    fn inner(&self) -> &SubscriptionInner;
+    fn inner(&self) -> &Receiver;
     /// Runs the callback on every queued message; returns how many.
     fn dispatch(&mut self) -> Result<usize, TakeError>;
 }
@@ -23,7 +24,7 @@ struct CallbackEntry<M: Message, F> {
 }
 
 impl<M: Message, F: FnMut(Sample<M>) + Send> Entry for CallbackEntry<M, F> {
-    fn inner(&self) -> &SubscriptionInner {
+    fn inner(&self) -> &Receiver {
         &self.sub.inner
     }
 
@@ -119,7 +120,7 @@ impl Executor {
 
     fn spin_once_inner(&mut self, timeout: Duration) -> Result<(usize, bool), WaitError> {
         let outcome = {
-            let inners: Vec<&SubscriptionInner> = self.entries.iter().map(|e| e.inner()).collect();
+            let inners: Vec<&Receiver> = self.entries.iter().map(|e| e.inner()).collect();
             wait_any(&inners, timeout)?
         };
         match outcome {

@@ -6,37 +6,17 @@
 
 use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 
-use freight_backend::{Backend, BlockMut, FrameSlot, WriteError};
+use freight_backend::WriteError;
 use freight_msg::{BackendKind, DeviceView, Message};
 
-use crate::delivery::{FrameMut, Route};
+use crate::delivery::Lent;
 use crate::error::LoanError;
-
-/// One buffer of a loan.
-pub(crate) struct LoanedBuffer {
-    pub block: BlockMut,
-    pub backend: Arc<dyn Backend>,
-    /// The frame region for a host copy of a device buffer, when some
-    /// subscriber needs one.
-    pub host_copy: Option<FrameSlot>,
-    /// Where the buffer's bytes are in host memory once written (its frame
-    /// region, or its host copy's); read to serialize for the network.
-    pub host_view: Option<(*const u8, usize)>,
-    /// Offset of the buffer in the frame, for buffers that live there.
-    pub frame_offset: Option<usize>,
-}
-
-// SAFETY: the pointer is into the frame of the same loan, which moves with it.
-unsafe impl Send for LoanedBuffer {}
 
 struct Parts<M> {
     msg: M,
-    frame: FrameMut,
-    buffers: Vec<LoanedBuffer>,
-    route: Route,
-    device_readers: Vec<u32>,
+    /// The frame and buffers, as the delivery layer lent them.
+    lent: Lent,
     /// A write into a buffer that failed where the API returns no error
     /// ([`LoanUninit::write_from_fn`]): publishing refuses the loan with it, so
     /// a buffer that was not written is never sent.
@@ -45,15 +25,11 @@ struct Parts<M> {
 
 impl<M> Parts<M> {
     fn set_write_stream(&mut self, stream: u64) {
-        for b in &mut self.buffers {
+        for b in &mut self.lent.buffers {
             b.block.set_write_stream(stream);
         }
     }
 }
-
-/// What publishing takes from a loan: the message, its frame, its buffers, its
-/// route and the device readers it was lent for.
-pub(crate) type Pieces<M> = (M, FrameMut, Vec<LoanedBuffer>, Route, Vec<u32>);
 
 /// A loan whose buffers have not been written. Write them with
 /// [`write_from_slice`](Self::write_from_slice),
@@ -71,29 +47,23 @@ pub struct Loan<M: Message> {
 }
 
 impl<M: Message> LoanUninit<M> {
-    pub(crate) fn new(
-        msg: M,
-        frame: FrameMut,
-        buffers: Vec<LoanedBuffer>,
-        route: Route,
-        device_readers: Vec<u32>,
-    ) -> Self {
-        LoanUninit { parts: Parts { msg, frame, buffers, route, device_readers, failed_write: None } }
+    pub(crate) fn new(msg: M, lent: Lent) -> Self {
+        LoanUninit { parts: Parts { msg, lent, failed_write: None } }
     }
 
     /// Number of buffers in the loan.
     pub fn buffer_count(&self) -> usize {
-        self.parts.buffers.len()
+        self.parts.lent.buffers.len()
     }
 
     /// Length in bytes of buffer `i`.
     pub fn buffer_len(&self, i: usize) -> Option<usize> {
-        self.parts.buffers.get(i).map(|b| b.block.len())
+        self.parts.lent.buffers.get(i).map(|b| b.block.len())
     }
 
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
-        self.parts.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+        self.parts.lent.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
     }
 
     /// Buffer `i` as uninitialised host memory, to write in place. `None` for
@@ -101,7 +71,7 @@ impl<M: Message> LoanUninit<M> {
     /// or with a kernel at its [`device_view`](Self::device_view)) and for an
     /// index out of range.
     pub fn buffer_uninit_mut(&mut self, i: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        self.parts.buffers.get_mut(i)?.block.host_mut()
+        self.parts.lent.buffers.get_mut(i)?.block.host_mut()
     }
 
     /// Where a device addresses buffer `i`, for a kernel to write it: `cuda`
@@ -137,7 +107,7 @@ impl<M: Message> LoanUninit<M> {
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn device_view(&self, i: usize) -> Option<DeviceView> {
-        self.parts.buffers.get(i)?.block.device_view()
+        self.parts.lent.buffers.get(i)?.block.device_view()
     }
 
     /// Names the stream (a `CUstream` handle; `0` the legacy default stream)
@@ -152,25 +122,25 @@ impl<M: Message> LoanUninit<M> {
 
     /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
     pub fn write_buffer_from_host(&mut self, i: usize, offset: usize, src: &[u8]) -> Result<(), LoanError> {
-        let count = self.parts.buffers.len();
-        let b = self.parts.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
+        let count = self.parts.lent.buffers.len();
+        let b = self.parts.lent.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
         Ok(b.block.write_from_host(offset, src)?)
     }
 
     /// Fills the single buffer with `src` (which must have its length).
     pub fn write_from_slice(mut self, src: &[u8]) -> Result<Loan<M>, LoanError> {
-        if self.parts.buffers.len() != 1 {
+        if self.parts.lent.buffers.len() != 1 {
             return Err(LoanError::BufferCount {
                 type_name: M::TYPE_NAME,
-                expected: self.parts.buffers.len(),
+                expected: self.parts.lent.buffers.len(),
                 given: 1,
             });
         }
-        let len = self.parts.buffers[0].block.len();
+        let len = self.parts.lent.buffers[0].block.len();
         if src.len() != len {
             return Err(LoanError::LengthMismatch { len, given: src.len() });
         }
-        self.parts.buffers[0].block.write_from_host(0, src)?;
+        self.parts.lent.buffers[0].block.write_from_host(0, src)?;
         Ok(Loan { parts: self.parts })
     }
 
@@ -180,7 +150,7 @@ impl<M: Message> LoanUninit<M> {
     /// (the device is gone), [`Publisher::publish`](crate::Publisher::publish)
     /// refuses the loan with [`LoanError::Write`].
     pub fn write_from_fn(mut self, mut f: impl FnMut(usize) -> u8) -> Loan<M> {
-        for b in &mut self.parts.buffers {
+        for b in &mut self.parts.lent.buffers {
             match b.block.host_mut() {
                 Some(mem) => mem.iter_mut().enumerate().for_each(|(i, m)| {
                     m.write(f(i));
@@ -210,7 +180,7 @@ impl<M: Message> LoanUninit<M> {
 impl<M: Message> Loan<M> {
     /// Buffer `i` as host memory, to change after writing; `None` for device memory.
     pub fn buffer_mut(&mut self, i: usize) -> Option<&mut [u8]> {
-        let mem = self.parts.buffers.get_mut(i)?.block.host_mut()?;
+        let mem = self.parts.lent.buffers.get_mut(i)?.block.host_mut()?;
         // SAFETY: the typestate guarantees every byte was written, so the
         // memory is initialized `u8`s.
         Some(unsafe { &mut *(mem as *mut [MaybeUninit<u8>] as *mut [u8]) })
@@ -218,13 +188,13 @@ impl<M: Message> Loan<M> {
 
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
-        self.parts.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+        self.parts.lent.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
     }
 
     /// Where a device addresses buffer `i` (see [`LoanUninit::device_view`]),
     /// for kernels that change it after it was first written.
     pub fn device_view(&self, i: usize) -> Option<DeviceView> {
-        self.parts.buffers.get(i)?.block.device_view()
+        self.parts.lent.buffers.get(i)?.block.device_view()
     }
 
     /// Names the stream of the last device writes to this loan's buffers (see
@@ -249,12 +219,13 @@ impl<M: Message> Loan<M> {
         self.parts.set_write_stream(stream);
     }
 
-    /// The loan's pieces, or the error of a write into it that failed.
-    pub(crate) fn into_parts(self) -> Result<Pieces<M>, LoanError> {
+    /// The message and what was lent for it, or the error of a write into
+    /// the loan that failed.
+    pub(crate) fn into_parts(self) -> Result<(M, Lent), LoanError> {
         let p = self.parts;
         match p.failed_write {
             Some(e) => Err(e.into()),
-            None => Ok((p.msg, p.frame, p.buffers, p.route, p.device_readers)),
+            None => Ok((p.msg, p.lent)),
         }
     }
 }

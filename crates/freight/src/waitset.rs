@@ -6,9 +6,10 @@ use freight_msg::Message;
 use iceoryx2::prelude::*;
 use iceoryx2::waitset::WaitSetRunResult;
 
+use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
 use crate::error::{ShmError, WaitError};
-use crate::subscription::{Subscription, SubscriptionInner};
+use crate::subscription::Subscription;
 use crate::topic::Ipc;
 
 /// What a wait ended with.
@@ -41,7 +42,7 @@ pub enum WaitOutcome {
 /// ```
 #[derive(Default)]
 pub struct WaitSet<'a> {
-    subs: Vec<&'a SubscriptionInner>,
+    subs: Vec<&'a Receiver>,
 }
 
 impl<'a> WaitSet<'a> {
@@ -62,13 +63,13 @@ impl<'a> WaitSet<'a> {
     }
 }
 
-fn ready(subs: &[&SubscriptionInner]) -> Vec<usize> {
+fn ready(subs: &[&Receiver]) -> Vec<usize> {
     subs.iter().enumerate().filter(|(_, s)| s.has_data()).map(|(i, _)| i).collect()
 }
 
 /// The wait shared by [`WaitSet`] and the executor. Busy-polls when any entry
 /// spins, else sleeps in one iceoryx2 wait-set over every entry's listener.
-pub(crate) fn wait_any(subs: &[&SubscriptionInner], timeout: Duration) -> Result<WaitOutcome, WaitError> {
+pub(crate) fn wait_any(subs: &[&Receiver], timeout: Duration) -> Result<WaitOutcome, WaitError> {
     let now = ready(subs);
     if !now.is_empty() {
         return Ok(WaitOutcome::Ready(now));

@@ -1,0 +1,144 @@
+//! The delivery layer: how a message's frame is made, who reads it, and the
+//! ways it leaves — under the typed fronts [`crate::Publisher`] and
+//! [`crate::Subscription`], as iceoryx2 keeps its ports over
+//! `port/details/sender.rs` and Cyclone DDS names each way out in
+//! `dds_write.c`.
+//!
+//! One message, publisher to subscriber, one file per step:
+//!
+//! 1. `publisher.rs` (`Publisher::loan`) asks [`Sender::lend`]
+//!    (`sender.rs`) for a frame: [`readers`] says which [`Route`] it takes
+//!    (in-process heap frame, or an iceoryx2 sample every process maps) and
+//!    [`holds`] which readers a device buffer is lent to.
+//! 2. The user writes the buffers in place (`loan.rs`, typestate).
+//! 3. `Publisher::publish` encodes the small fields (`frame.rs`);
+//!    [`Sender::export`] exports the buffers, holding device blocks for
+//!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
+//!    to in-process subscriptions, through the iceoryx2 port to other
+//!    processes, as CDR to the DDS writer (`network.rs`) for readers on other
+//!    hosts and stock ROS 2 nodes.
+//! 4. On the other side [`Receiver::next`] (`receiver.rs`) takes the
+//!    next frame from the same three ways in, and [`import`] decodes it,
+//!    taking each buffer in the memory `negotiation.rs` picks.
+//!
+//! [`housekeeping`] runs the per-process threads: history for late joiners
+//! of latched topics, holds of dead readers given back.
+
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+use freight_backend::{Backend, BlockMut, FrameSlot};
+use freight_msg::Message;
+
+use crate::frame::{DATA_ALIGN, HEADER_LEN};
+use crate::topic::Ipc;
+
+mod holds;
+pub(crate) mod housekeeping;
+mod import;
+mod readers;
+mod receiver;
+mod sender;
+mod ways_out;
+
+pub(crate) use import::{decode, decode_cdr};
+pub(crate) use receiver::{Arrival, Receiver};
+pub(crate) use sender::{Exported, Lent, Sender};
+pub(crate) use ways_out::serialize;
+
+type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
+
+/// Which way a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Heap frame, to in-process subscriptions only.
+    Intra,
+    /// iceoryx2 sample, to every subscription.
+    Shm,
+}
+
+/// A frame being written.
+pub(crate) enum FrameMut {
+    Heap(Vec<u8>),
+    /// The sample and the start of its payload, read once (iceoryx2's
+    /// thread-safe samples lock on every `payload_mut()`).
+    Shm(IoxSampleUninit, *mut u8),
+}
+
+// SAFETY: the raw pointer is the payload of the sample held beside it, which
+// the thread-safe service lets move between threads; it is only used by the
+// owner of the frame.
+unsafe impl Send for FrameMut {}
+
+impl FrameMut {
+    fn base(&mut self) -> *mut u8 {
+        match self {
+            FrameMut::Heap(v) => v.as_mut_ptr(),
+            FrameMut::Shm(_, base) => *base,
+        }
+    }
+
+    pub(crate) fn slot(&mut self, offset: usize, len: usize) -> FrameSlot {
+        // SAFETY: callers pass regions computed by `layout`, inside the frame.
+        let process_local = matches!(self, FrameMut::Heap(_));
+        FrameSlot { offset, ptr: unsafe { self.base().add(offset) }, len, process_local }
+    }
+
+    pub(crate) fn write_at(&mut self, offset: usize, bytes: &[u8]) {
+        // SAFETY: callers write inside the frame and over no block of a live
+        // loan: the header and meta regions `layout` reserved, or a whole
+        // frame copied into a new one.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len()) }
+    }
+}
+
+/// Offsets of one frame.
+pub(crate) struct Layout {
+    pub slots: Vec<usize>,
+    pub total: usize,
+}
+
+/// The frame for a header, `meta_len` bytes of meta and the buffers stored in
+/// it, each 64-byte aligned; `None` when its size does not fit a `usize`
+/// (lengths come from users and, through `publish_copy`, from peers).
+pub(crate) fn layout(meta_len: usize, in_frame_lens: &[usize]) -> Option<Layout> {
+    let aligned = |n: usize| n.checked_next_multiple_of(DATA_ALIGN);
+    let mut at = aligned(HEADER_LEN.checked_add(meta_len)?)?;
+    let mut slots = Vec::with_capacity(in_frame_lens.len());
+    for &len in in_frame_lens {
+        slots.push(at);
+        at = aligned(at.checked_add(len)?)?;
+    }
+    Some(Layout { slots, total: at })
+}
+
+/// One buffer of a loan.
+pub(crate) struct LoanedBuffer {
+    pub block: BlockMut,
+    pub backend: Arc<dyn Backend>,
+    /// The frame region for a host copy of a device buffer, when some
+    /// subscriber needs one.
+    pub host_copy: Option<FrameSlot>,
+    /// Where the buffer's bytes are in host memory once written (its frame
+    /// region, or its host copy's); read to serialize for the network.
+    pub host_view: Option<(*const u8, usize)>,
+    /// Offset of the buffer in the frame, for buffers that live there.
+    pub frame_offset: Option<usize>,
+}
+
+// SAFETY: the pointer is into the frame of the same loan, which moves with it.
+unsafe impl Send for LoanedBuffer {}
+
+/// What the delivery layer knows of a message type.
+pub(crate) struct MessageType {
+    pub name: &'static str,
+    pub hash: u64,
+    /// The DDS type name (`pkg::msg::dds_::Name_`).
+    pub dds_name: String,
+}
+
+impl MessageType {
+    pub(crate) fn of<M: Message>() -> Self {
+        MessageType { name: M::TYPE_NAME, hash: M::TYPE_HASH, dds_name: M::dds_type_name() }
+    }
+}

@@ -1,0 +1,220 @@
+//! The publisher's view of its readers: who subscribes in shared memory and
+//! in this process, which route a frame takes, and who missed one.
+//!
+//! The subscriber list is read from the iceoryx2 service only when the count
+//! changed or [`PEER_REFRESH`] passed; every publish reads a few atomics of
+//! the [`PeerSummary`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use freight_msg::BackendKind;
+use iceoryx2::port::{BackpressureAction, BackpressureInfo};
+use iceoryx2::prelude::*;
+
+use super::{Route, Sender};
+use crate::endpoint::{SubscriberAd, WaitMode};
+use crate::process::{dead_nodes, is_own_node};
+use crate::qos::{Durability, QoS, Reliability};
+use crate::sync::lock;
+
+/// How often the publisher re-reads the subscriber list even when the count of
+/// subscribers did not change (one left and another joined).
+const PEER_REFRESH: Duration = Duration::from_millis(100);
+
+/// The topic's subscribers as last read from the service, by iceoryx2 port id
+/// (the backpressure handler looks receivers up by it).
+pub(super) type Subscribers = std::collections::HashMap<u128, Subscriber>;
+
+/// A subscriber in shared memory, as the last read of the service found it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Subscriber {
+    pub(super) ad: SubscriberAd,
+    /// Whether `ad.pid` names its process in this pid namespace (it was alive
+    /// here when its node was): only then does `kill(pid, 0)` say it died.
+    pub(super) pid_here: bool,
+}
+
+/// What every publish needs to know about the subscribers, readable without a
+/// lock; the `Subscribers` map behind its mutex is only touched when they change.
+#[derive(Default)]
+pub(super) struct PeerSummary {
+    /// Subscriber count when last read; `usize::MAX` forces a read.
+    pub(super) count: AtomicUsize,
+    /// CLOCK_MONOTONIC_COARSE ms of the last read.
+    read_at_ms: AtomicU64,
+    any_remote: AtomicBool,
+    pub(super) any_blocking: AtomicBool,
+}
+
+/// Subscribers a frame could not be delivered to, recorded by the backpressure
+/// handler during `send`. The publish path reads one flag when nothing was
+/// missed, which is nearly always.
+#[derive(Default)]
+pub(super) struct MissedReceivers {
+    any: AtomicBool,
+    /// Each missed subscriber (if known) and whether it was a reliable one.
+    list: Mutex<Vec<(Option<SubscriberAd>, bool)>>,
+}
+
+impl MissedReceivers {
+    fn record(&self, ad: Option<SubscriberAd>, reliable: bool) {
+        lock(&self.list).push((ad, reliable));
+        self.any.store(true, Ordering::Release);
+    }
+
+    pub(super) fn take(&self) -> Vec<(Option<SubscriberAd>, bool)> {
+        if !self.any.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *lock(&self.list))
+    }
+}
+
+impl PeerSummary {
+    /// A summary that makes the first publish read the subscribers.
+    pub(super) fn unread() -> Self {
+        PeerSummary { count: AtomicUsize::new(usize::MAX), ..Default::default() }
+    }
+}
+
+/// The iceoryx2 backpressure handler of a publisher: retries for a reliable
+/// subscriber up to the QoS's blocking time, records each subscriber it gives
+/// up on in `missed`.
+pub(super) fn backpressure_handler(
+    qos: QoS,
+    subscribers: Arc<Mutex<Subscribers>>,
+    missed: Arc<MissedReceivers>,
+) -> impl Fn(&BackpressureInfo) -> BackpressureAction {
+    let reliability = qos.reliability;
+    let max_wait = qos.max_blocking_time;
+    move |info: &BackpressureInfo| -> BackpressureAction {
+        let found = lock(&subscribers).get(&info.receiver_port_id).copied();
+        let theirs = found.map(|s| s.ad);
+        let skip = reliability == Reliability::BestEffort
+            || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
+            // A subscriber whose process died never makes room: do not wait for it.
+            || found.is_some_and(|s| s.pid_here && !crate::clock::process_alive(s.ad.pid));
+        if !skip && info.elapsed_time < max_wait {
+            std::thread::yield_now();
+            return BackpressureAction::Retry;
+        }
+        missed.record(theirs, !skip);
+        if skip {
+            BackpressureAction::DiscardData
+        } else {
+            BackpressureAction::DiscardDataAndFail
+        }
+    }
+}
+
+impl Sender {
+    /// Re-reads the subscriber list when it changed (or is old) and returns the route.
+    pub(crate) fn route(&self) -> Route {
+        let n = self.services.data.dynamic_config().number_of_subscribers();
+        let now_ms = crate::clock::coarse_ms();
+        let summary = &self.summary;
+        if n != summary.count.load(Ordering::Acquire)
+            || now_ms.saturating_sub(summary.read_at_ms.load(Ordering::Relaxed)) > PEER_REFRESH.as_millis() as u64
+        {
+            self.read_subscribers(n, now_ms);
+        }
+        // Transient-local data must outlive this process's subscribers, so it
+        // always goes through the service, which keeps the history; cuda-host
+        // frames are shared memory mapped for the device.
+        if summary.any_remote.load(Ordering::Acquire)
+            || self.qos.durability == Durability::TransientLocal
+            || self.in_frame.is_some()
+        {
+            Route::Shm
+        } else {
+            Route::Intra
+        }
+    }
+
+    pub(super) fn read_subscribers(&self, n: usize, now_ms: u64) {
+        // Each subscriber with the iceoryx2 node it belongs to: that, not its
+        // pid, says whether it is in this process and alive (see `process`).
+        let mut found = Vec::with_capacity(n);
+        self.services.data.dynamic_config().list_subscribers(|d| {
+            if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()) {
+                found.push((d.subscriber_id.value(), ad, d.node_id.value()));
+            }
+            CallbackProgression::Continue
+        });
+        let before = found.len();
+        if found.iter().any(|&(_, _, node)| !is_own_node(node)) {
+            let dead = dead_nodes(self.node.inner.iox.config());
+            found.retain(|(_, _, node)| !dead.contains(node));
+        }
+        let any_remote = found.iter().any(|&(_, _, node)| !is_own_node(node));
+        let subs: Subscribers = found
+            .into_iter()
+            .map(|(id, ad, node)| {
+                (id, Subscriber { ad, pid_here: is_own_node(node) || crate::clock::process_alive(ad.pid) })
+            })
+            .collect();
+        if subs.len() < before {
+            // A subscriber died: have iceoryx2 remove its ports and give
+            // back the samples it held, and the device pool its holds.
+            self.node.inner.iox.try_cleanup_dead_nodes();
+            if let Some(pool) = &self.pool {
+                pool.reclaim_dead_readers();
+            }
+        }
+        self.note_other_devices(&subs);
+        let summary = &self.summary;
+        summary.any_remote.store(any_remote, Ordering::Release);
+        summary.any_blocking.store(subs.values().any(|s| s.ad.wait == WaitMode::Block), Ordering::Release);
+        summary.read_at_ms.store(now_ms, Ordering::Relaxed);
+        summary.count.store(n, Ordering::Release);
+        *lock(&self.subscribers) = subs;
+    }
+
+    /// The process ids of subscribers on `route` that take `kind`'s memory
+    /// (they accept it, are on the pool's device and in this pid namespace;
+    /// one entry per subscription), and how many do not.
+    pub(super) fn readers(&self, route: Route, kind: BackendKind) -> (Vec<u32>, usize) {
+        let split = |ads: &mut dyn Iterator<Item = SubscriberAd>| {
+            let (yes, no): (Vec<_>, Vec<_>) = ads.partition(|ad| self.takes_pool_memory(ad, kind));
+            (yes.iter().map(|ad| ad.pid).collect(), no.len())
+        };
+        match route {
+            Route::Intra => split(&mut self.local.subscribers().iter().map(|q| q.ad)),
+            Route::Shm => split(&mut lock(&self.subscribers).values().map(|s| s.ad)),
+        }
+    }
+
+    /// Reliable subscribers that missed a sample without the backpressure
+    /// handler hearing of it.
+    ///
+    /// iceoryx2 calls the handler only for a subscriber whose side of the
+    /// connection is attached. One that has not attached yet (its process is
+    /// stopped, or it has not taken since this publisher appeared) has a queue
+    /// that fills and then skips samples silently: `send` just counts one
+    /// recipient fewer. The count is checked against the subscribers (re-read
+    /// if their number changed, so that one that left during the send is not
+    /// counted as missing).
+    ///
+    /// Such a subscriber cannot be told apart from the others: device holds
+    /// named for it stay until its process exits (the reaper takes them), and
+    /// a best-effort one that never attached counts as a reliable miss when
+    /// the topic has reliable subscribers too. A spurious `QueueFull` is
+    /// preferred to a silent loss.
+    pub(super) fn unannounced_misses(&self, recipients: usize, handled: &[(Option<SubscriberAd>, bool)]) -> usize {
+        let known = self.summary.count.load(Ordering::Acquire);
+        if recipients + handled.len() >= known || self.qos.reliability == Reliability::BestEffort {
+            return 0;
+        }
+        let n = self.services.data.dynamic_config().number_of_subscribers();
+        if n != known {
+            self.read_subscribers(n, crate::clock::coarse_ms());
+        }
+        let subs = lock(&self.subscribers);
+        let unexplained = subs.len().saturating_sub(recipients + handled.len());
+        let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
+        let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
+        unexplained.min(reliable_unhandled)
+    }
+}

@@ -1,0 +1,326 @@
+//! The receiving end of a topic: its ports, and the next frame from the
+//! three ways in (in-process queue, shared memory, network).
+//!
+//! A [`Receiver`] is everything a subscription is but its message type;
+//! [`super::import`] reads what it receives.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use freight_backend::{Frame, FrameMemory};
+use freight_dds::ReceivedCdr;
+use freight_msg::{BackendKind, BackendSet};
+use iceoryx2::prelude::*;
+
+use super::import::release_unimported;
+use super::MessageType;
+use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
+use crate::error::{CreateError, ShmError, TakeError};
+use crate::frame::{decode_meta, Header};
+use crate::network::{NetworkReader, PeerTag};
+use crate::node::Node;
+use crate::qos::{Durability, QoS};
+use crate::sample::Transport;
+use crate::sync::lock;
+use crate::topic::{local_topic, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
+
+type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
+type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;
+pub(crate) type Listener = iceoryx2::port::listener::Listener<Ipc>;
+
+/// A shared-memory sample as a frame. Buffers that view it keep it (and so the
+/// publisher's memory) alive.
+struct ShmFrame {
+    /// Start and length of the payload, read once: iceoryx2's thread-safe
+    /// samples take a lock on every `payload()` call, and frames are read often.
+    ptr: *const u8,
+    len: usize,
+    _sample: IoxSample,
+}
+
+impl ShmFrame {
+    fn new(sample: IoxSample) -> Self {
+        let payload = sample.payload();
+        ShmFrame { ptr: payload.as_ptr(), len: payload.len(), _sample: sample }
+    }
+}
+
+impl std::fmt::Debug for ShmFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ShmFrame({} bytes)", self.len)
+    }
+}
+
+// SAFETY: the frame is a read-only view of shared memory that stays mapped and
+// unchanged while the sample (owned here) lives; freight only reads it. The
+// sample is released on drop, which iceoryx2's thread-safe services allow from
+// any thread.
+unsafe impl Send for ShmFrame {}
+// SAFETY: as above; shared access is read-only.
+unsafe impl Sync for ShmFrame {}
+
+impl FrameMemory for ShmFrame {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` is the sample's payload, valid and immutable
+        // for as long as `self` holds the sample.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn is_process_local(&self) -> bool {
+        false
+    }
+}
+
+/// The receiving end of one topic in this process.
+pub(crate) struct Receiver {
+    pub(crate) node: Node,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    pub(crate) accepts: BackendSet,
+    /// The UUIDs of this process's devices for the device-pool backends it accepts.
+    pub(super) devices: OwnDevices,
+    /// Publishers (by id) whose buffers arrived in other memory than this
+    /// subscription asked for, already reported on stderr; at most
+    /// [`NOTED_MAX`].
+    noted: Mutex<HashSet<u64>>,
+    wait: WaitMode,
+    _local: Arc<LocalTopic>,
+    intra: Arc<IntraQueue>,
+    pub(crate) services: TopicServices,
+    iox: IoxSubscriber,
+    pub(crate) listener: Listener,
+    /// The DDS reader; `None` in a local-only context.
+    pub(crate) network: Option<NetworkReader>,
+}
+
+/// What a receiver took: a frame (in-process or shared memory) or a network
+/// message as CDR.
+pub(crate) enum Arrival {
+    Frame(Frame, Transport),
+    Cdr(ReceivedCdr),
+}
+
+impl Receiver {
+    /// Opens the ports of a receiver of `ty` on `topic` (the fully qualified
+    /// name) that takes memory of `accepts` as is and waits as `wait` says:
+    /// the in-process queue, the iceoryx2 subscriber and wake-up listener,
+    /// and the DDS reader unless the context is local only.
+    pub(crate) fn open(
+        node: &Node,
+        topic: &str,
+        qos: QoS,
+        accepts: Option<BackendSet>,
+        wait: WaitMode,
+        ty: &MessageType,
+    ) -> Result<Arc<Self>, CreateError> {
+        let ctx = &node.inner.ctx.inner;
+        let limits = ctx.limits;
+        let depth = qos.validate(&limits)?;
+        let accepts = accepts.unwrap_or_else(|| ctx.default_accepted());
+        for k in accepts.iter() {
+            ctx.backend(k).map_err(CreateError::BackendUnavailable)?;
+        }
+        let ad = SubscriberAd {
+            pid: std::process::id(),
+            reliability: qos.reliability,
+            durability: qos.durability,
+            accepts,
+            wait,
+            devices: ctx.devices_of(accepts),
+            pid_ns: crate::process::pid_namespace(),
+        };
+        // Only the devices of accepted backends: asking creates the backend.
+        let device = |k: BackendKind| accepts.contains(k).then(|| ctx.device_uuid(k)).flatten();
+        let devices = OwnDevices { cuda: device(BackendKind::Cuda), fake_device: device(BackendKind::FakeDevice) };
+        let local = local_topic(ctx.domain_id, topic, ty.name)?;
+        let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
+        let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
+        let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;
+        // Listen before connecting so no wake-up between the two is lost.
+        let listener = services
+            .event
+            .listener_builder()
+            .create()
+            .map_err(CreateError::shm(topic, "creating the wake-up listener"))?;
+        let iox = services
+            .data
+            .subscriber_builder()
+            .name(&port)
+            .buffer_size(depth)
+            .history_request(history)
+            .create()
+            .map_err(CreateError::shm(topic, "creating the subscriber port"))?;
+        let network = match ctx.participant_for(topic, &qos)? {
+            Some(participant) => {
+                // DDS arrivals wake this topic's waiting subscriptions as a local
+                // publisher does.
+                let notifier = services
+                    .event
+                    .notifier_builder()
+                    .create()
+                    .map_err(CreateError::shm(topic, "creating the DDS reader's notifier"))?;
+                let wake = Box::new(move || _ = notifier.notify());
+                let tag = PeerTag::of_this_process(node, None, Some(accepts));
+                let r = NetworkReader::new(&participant, node, topic, &ty.dds_name, &qos, &tag, wake);
+                Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
+            }
+            None => None,
+        };
+        let intra = Arc::new(IntraQueue::new(ad, depth));
+        lock(&local.subs).push(Arc::downgrade(&intra));
+        Ok(Arc::new(Receiver {
+            node: node.clone(),
+            topic: topic.into(),
+            qos,
+            accepts,
+            devices,
+            noted: Mutex::default(),
+            wait,
+            _local: local,
+            intra,
+            services,
+            iox,
+            listener,
+            network,
+        }))
+    }
+
+    /// Publishers of this topic alive now, in any process, after removing
+    /// those whose process died.
+    pub(crate) fn publisher_count(&self) -> usize {
+        self.node.inner.iox.try_cleanup_dead_nodes();
+        self.services.data.dynamic_config().number_of_publishers()
+    }
+
+    /// Takes the next frame or network message if one is queued: in-process
+    /// frames first, then shared memory, then the network.
+    pub(crate) fn next(&self) -> Result<Option<Arrival>, TakeError> {
+        if let Some(frame) = self.intra.pop() {
+            return Ok(Some(Arrival::Frame(frame, Transport::Intra)));
+        }
+        match self.iox.receive() {
+            Ok(Some(s)) => Ok(Some(Arrival::Frame(Arc::new(ShmFrame::new(s)), Transport::Shm))),
+            Ok(None) => match &self.network {
+                Some(n) => n.take().map(|s| s.map(Arrival::Cdr)).map_err(TakeError::Network),
+                None => Ok(None),
+            },
+            Err(iceoryx2::port::ReceiveError::ExceedsMaxBorrows) => {
+                Err(TakeError::TooManyHeld(self.node.inner.ctx.inner.limits.max_held_samples))
+            }
+            Err(e) => Err(ShmError::doing("receiving a sample")(e).into()),
+        }
+    }
+
+    /// Sleeps until a publisher wakes this topic or `timeout` passes.
+    pub(crate) fn wait_for_wakeup(&self, timeout: Duration) -> Result<(), TakeError> {
+        match self.listener.timed_wait(|_| {}, timeout) {
+            Ok(_) => Ok(()),
+            Err(iceoryx2::port::listener::ListenerWaitError::InterruptSignal) => Err(TakeError::Interrupted),
+            Err(e) => Err(ShmError::doing("waiting for a wake-up")(e).into()),
+        }
+    }
+
+    pub(crate) fn wait_mode(&self) -> WaitMode {
+        self.wait
+    }
+
+    /// Whether a message is queued.
+    pub(crate) fn has_data(&self) -> bool {
+        !self.intra.is_empty()
+            || self.iox.has_samples().unwrap_or(false)
+            || self.network.as_ref().is_some_and(NetworkReader::has_data)
+    }
+
+    /// Clears pending wake-ups (after a wait-set reported this subscription).
+    pub(crate) fn drain_wakeups(&self) {
+        let _ = self.listener.try_wait(|_| {});
+    }
+
+    /// Whether this subscription is on the device of `kind`'s memory that a
+    /// frame names (by UUID; `None` on both sides matches).
+    pub(super) fn same_device(&self, kind: BackendKind, device: Option<[u8; 16]>) -> bool {
+        self.devices.get(kind) == device
+    }
+
+    /// Says on stderr, once per publisher, that its buffers reach this
+    /// subscription in other memory than it asked for, and why: a fallback
+    /// is never silent.
+    pub(super) fn note_fallback(&self, publisher_id: u64, why: impl FnOnce() -> String) {
+        let mut noted = lock(&self.noted);
+        if noted.len() >= NOTED_MAX && !noted.contains(&publisher_id) {
+            // Publishers come and go: forgetting them all costs at most a
+            // repeated notice, where keeping them would grow without bound.
+            noted.clear();
+        }
+        if noted.insert(publisher_id) {
+            eprintln!("freight: subscription to {}: {}", self.topic, why());
+        }
+    }
+}
+
+/// Most publishers a subscription remembers having reported a fallback for.
+const NOTED_MAX: usize = 256;
+
+/// The devices of a subscription's process, for the device-pool backends it
+/// accepts (`None`: not accepted, or a device without UUID).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct OwnDevices {
+    cuda: Option<[u8; 16]>,
+    fake_device: Option<[u8; 16]>,
+}
+
+impl OwnDevices {
+    pub(super) fn get(&self, kind: BackendKind) -> Option<[u8; 16]> {
+        match kind {
+            BackendKind::Cuda => self.cuda,
+            BackendKind::FakeDevice => self.fake_device,
+            _ => None,
+        }
+    }
+}
+
+/// A device for messages: its short tag, or `none`.
+pub(super) fn device_name(uuid: Option<[u8; 16]>) -> String {
+    uuid.map_or_else(|| "none".into(), |u| DeviceTag::of_uuid(&u).short())
+}
+
+impl Drop for Receiver {
+    /// Gives back device-memory holds of messages this subscription will never
+    /// read: the publisher counted it as a reader of each of them.
+    fn drop(&mut self) {
+        let release = |bytes: &[u8]| {
+            if let Ok(h) = Header::read(bytes) {
+                if let Ok(meta) = decode_meta(bytes, &h) {
+                    release_unimported(self, meta.table, h.device);
+                }
+            }
+        };
+        while let Some(frame) = self.intra.pop() {
+            release(frame.bytes());
+        }
+        while let Ok(Some(sample)) = self.iox.receive() {
+            release(sample.payload());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msgs::std_msgs::UInt8MultiArray;
+    use crate::Context;
+
+    #[test]
+    fn the_publishers_a_subscription_reported_are_bounded() {
+        let ctx = Context::builder().local_only().create().unwrap();
+        let node = ctx.create_node("noted").unwrap();
+        let sub = node.create_subscription::<UInt8MultiArray>("/noted_bound", QoS::default()).unwrap();
+        for id in 0..(3 * NOTED_MAX as u64) {
+            sub.inner.note_fallback(id, || format!("publisher {id}"));
+            assert!(lock(&sub.inner.noted).len() <= NOTED_MAX);
+        }
+        // The last one is remembered: no second notice for it.
+        let last = 3 * NOTED_MAX as u64 - 1;
+        sub.inner.note_fallback(last, || panic!("publisher {last} was reported twice"));
+    }
+}

@@ -1,0 +1,404 @@
+//! The sending end of a topic: its ports, and the frames it lends and fills.
+//!
+//! A [`Sender`] is everything a publisher is but its message type. Its other
+//! concerns live beside it: who reads ([`super::readers`]), device holds
+//! ([`super::holds`]), the ways out ([`super::ways_out`]) and the threads
+//! that look after idle senders ([`super::housekeeping`]).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use freight_backend::{Backend, Descriptor};
+use freight_msg::{BackendKind, RawBuffer};
+use iceoryx2::prelude::*;
+
+use super::holds::Holds;
+use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
+use super::{housekeeping, layout, FrameMut, Layout, LoanedBuffer, MessageType, Route};
+use crate::endpoint::{DeviceTag, PublisherAd};
+use crate::error::{CreateError, LoanError, PublishError, ShmError};
+use crate::frame::{retag, Entry, Header, HEADER_LEN};
+use crate::network::{NetworkWriter, PeerTag};
+use crate::node::Node;
+use crate::qos::{Durability, QoS};
+use crate::sync::lock;
+use crate::topic::{local_topic, open_services, Ipc, LocalTopic, TopicServices};
+
+type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], ()>;
+type Notifier = iceoryx2::port::notifier::Notifier<Ipc>;
+
+/// The sending end of one topic in this process.
+pub(crate) struct Sender {
+    pub(super) node: Node,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    /// Bytes a loan reserves for the small fields and the buffer table.
+    pub(crate) meta_reserve: usize,
+    pub(super) local: Arc<LocalTopic>,
+    pub(super) services: TopicServices,
+    pub(super) iox: IoxPublisher,
+    pub(super) notifier: Notifier,
+    pub(super) summary: PeerSummary,
+    pub(super) subscribers: Arc<Mutex<Subscribers>>,
+    pub(super) missed: Arc<MissedReceivers>,
+    id: u64,
+    sequence: AtomicU64,
+    /// The device pool buffers live in (`cuda`, `fake-device`), if any.
+    pub(super) pool: Option<Arc<dyn Backend>>,
+    /// An in-frame backend of the publisher's own other than `cpu` / `shm`
+    /// (`cuda-host`): frames always go through shared memory.
+    pub(super) in_frame: Option<Arc<dyn Backend>>,
+    /// The UUID of the pool's device, written in every frame header, and its tag.
+    device: Option<[u8; 16]>,
+    pub(super) device_tag: Option<DeviceTag>,
+    /// Subscriptions (by port id) already told about on stderr: they accept
+    /// the pool's backend but are on another device.
+    pub(super) noted: Mutex<HashSet<u128>>,
+    pub(super) heap_frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    pub(super) pid: u32,
+    /// Subscribers seen by the last history hand-out (transient local only).
+    pub(super) latched_subscribers: AtomicUsize,
+    /// The DDS writer; `None` in a local-only context.
+    pub(super) network: Option<NetworkWriter>,
+}
+
+/// What a loan holds besides its message: the frame, the buffers lent in it
+/// or in a device pool, the route and the device readers it was lent for.
+pub(crate) struct Lent {
+    pub frame: FrameMut,
+    pub buffers: Vec<LoanedBuffer>,
+    pub route: Route,
+    pub device_readers: Vec<u32>,
+    /// The backend the buffers live in.
+    pub kind: BackendKind,
+}
+
+/// A loan's buffers once exported: the table entries the frame's meta
+/// describes, the holds to give back if the publish fails, and where each
+/// buffer's host bytes are (for the network; empty when nobody reads there).
+pub(crate) struct Exported<'a> {
+    pub entries: Vec<Entry>,
+    pub holds: Holds<'a>,
+    pub views: Vec<Option<(*const u8, usize)>>,
+}
+
+impl Sender {
+    /// Opens the ports of a sender of `ty` on `topic` (the fully qualified
+    /// name): the iceoryx2 publisher and notifier, and the DDS writer unless
+    /// the context is local only. `backend` is where loans live.
+    pub(crate) fn open(
+        node: &Node,
+        topic: &str,
+        qos: QoS,
+        backend: BackendKind,
+        meta_reserve: usize,
+        ty: &MessageType,
+    ) -> Result<Arc<Self>, CreateError> {
+        let ctx = &node.inner.ctx.inner;
+        let limits = ctx.limits;
+        qos.validate(&limits)?;
+        let own = match backend {
+            BackendKind::Shm | BackendKind::Cpu => None,
+            k => Some(ctx.backend(k).map_err(CreateError::BackendUnavailable)?),
+        };
+        let (pool, in_frame) = match own {
+            Some(b) if b.in_frame() => (None, Some(b)),
+            b => (b, None),
+        };
+        let device = pool.as_ref().and_then(|p| ctx.device_uuid(p.kind()));
+        let device_tag = device.map(|u| DeviceTag::of_uuid(&u));
+        let local = local_topic(ctx.domain_id, topic, ty.name)?;
+        let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
+
+        let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
+        let missed = Arc::new(MissedReceivers::default());
+        let name = PublisherAd {
+            pid: std::process::id(),
+            reliability: qos.reliability,
+            durability: qos.durability,
+            backend,
+            device: device_tag,
+        }
+        .encode();
+        let iox = services
+            .data
+            .publisher_builder()
+            .name(&PortName::new(&name).map_err(CreateError::shm(topic, "naming the publisher port"))?)
+            .initial_max_slice_len(HEADER_LEN + meta_reserve + 4096)
+            .allocation_strategy(AllocationStrategy::PowerOfTwo)
+            .max_loaned_samples(4)
+            .set_backpressure_handler(backpressure_handler(qos, subscribers.clone(), missed.clone()))
+            .create()
+            .map_err(CreateError::shm(topic, "creating the publisher port"))?;
+        let notifier = services
+            .event
+            .notifier_builder()
+            .create()
+            .map_err(CreateError::shm(topic, "creating the wake-up notifier"))?;
+        let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
+        let network = match ctx.participant_for(topic, &qos)? {
+            Some(participant) => {
+                let tag = PeerTag::of_this_process(node, Some(backend), None);
+                let w = NetworkWriter::new(&participant, node, topic, &ty.dds_name, &qos, &tag);
+                Some(w.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
+            }
+            None => None,
+        };
+        let sender = Arc::new(Sender {
+            node: node.clone(),
+            topic: topic.into(),
+            qos,
+            meta_reserve,
+            local,
+            services,
+            iox,
+            notifier,
+            summary: PeerSummary::unread(),
+            subscribers,
+            missed,
+            id,
+            sequence: AtomicU64::new(0),
+            pool,
+            in_frame,
+            device,
+            device_tag,
+            noted: Mutex::default(),
+            heap_frames: Arc::default(),
+            pid: std::process::id(),
+            latched_subscribers: AtomicUsize::new(0),
+            network,
+        });
+        if qos.durability == Durability::TransientLocal {
+            housekeeping::latch::register(&sender);
+        }
+        if let Some(pool) = &sender.pool {
+            housekeeping::reaper::watch(pool);
+        }
+        Ok(sender)
+    }
+
+    /// The node this sender belongs to.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Subscriptions alive now, in any process, after removing those whose
+    /// process died (and reclaiming the samples they held).
+    pub(crate) fn subscription_count(&self) -> usize {
+        self.node.inner.iox.try_cleanup_dead_nodes();
+        self.services.data.dynamic_config().number_of_subscribers()
+    }
+
+    /// Lends a frame for buffers of `lens` bytes: on the route the readers
+    /// ask for, the buffers in the frame or in the publisher's device pool
+    /// (with a host-copy slot in the frame when some reader needs one).
+    pub(crate) fn lend(&self, lens: &[usize]) -> Result<Lent, LoanError> {
+        let route = self.route();
+        let host = self.host_backend(route);
+        // Where buffers in the frame live: the host memory of the route, or
+        // the publisher's own in-frame backend (cuda-host).
+        let frame_backend = self.in_frame.clone().unwrap_or_else(|| host.clone());
+        let (device_readers, host_readers) = self.lend_to(route);
+        // Network readers take host bytes too.
+        let needs_host_copy = host_readers > 0 || self.to_network();
+        let in_frame: Vec<usize> =
+            lens.iter().map(|&l| if self.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
+        // Device buffers live outside the frame, and count against the limit too.
+        self.check_size(lens.iter().try_fold(0usize, |n, &l| n.checked_add(l)))?;
+        let lay = self.frame_layout(self.meta_reserve, &in_frame)?;
+        let mut frame = self.alloc_frame(route, lay.total)?;
+        let mut buffers = Vec::with_capacity(lens.len());
+        for (i, &len) in lens.iter().enumerate() {
+            let slot = frame.slot(lay.slots[i], len);
+            let view = Some((slot.ptr.cast_const(), slot.len));
+            let b = match &self.pool {
+                None => LoanedBuffer {
+                    block: frame_backend.allocate(len, Some(slot))?,
+                    backend: frame_backend.clone(),
+                    host_copy: None,
+                    host_view: view,
+                    frame_offset: Some(lay.slots[i]),
+                },
+                Some(pool) => LoanedBuffer {
+                    block: pool.allocate(len, None)?,
+                    backend: pool.clone(),
+                    host_copy: needs_host_copy.then_some(slot),
+                    host_view: view.filter(|_| needs_host_copy),
+                    frame_offset: None,
+                },
+            };
+            buffers.push(b);
+        }
+        let kind = self.pool.as_ref().map_or(frame_backend.kind(), |p| p.kind());
+        Ok(Lent { frame, buffers, route, device_readers, kind })
+    }
+
+    /// Exports a written loan's buffers for its readers: device blocks are
+    /// held for each reader that takes them (and get their one host copy in
+    /// `frame` when some reader needs it); frame memory of the publisher's
+    /// own backend is described as plain host memory too. `to_network` keeps
+    /// where the host bytes are, to serialize them.
+    pub(crate) fn export(
+        &self,
+        frame: &mut FrameMut,
+        buffers: Vec<LoanedBuffer>,
+        route: Route,
+        device_readers: Vec<u32>,
+        to_network: bool,
+    ) -> Result<Exported<'_>, PublishError> {
+        let host = self.host_backend(route);
+        let device_readers = self.still_reading(route, device_readers);
+        let views = if to_network { buffers.iter().map(|b| b.host_view).collect() } else { Vec::new() };
+        let mut entries = Vec::with_capacity(buffers.len());
+        let mut holds = Holds { pool: self.pool.as_deref(), exported: Vec::new() };
+        for b in buffers {
+            // Device blocks are held for each reader, and once more for the
+            // publisher itself when it makes the host copy.
+            let readers = match (b.backend.in_frame(), b.host_copy.is_some()) {
+                (true, _) => Vec::new(),
+                (false, false) => device_readers.clone(),
+                (false, true) => [device_readers.as_slice(), &[self.pid]].concat(),
+            };
+            let len = b.block.len();
+            let descriptor = b.backend.export(b.block, &readers)?;
+            if !readers.is_empty() {
+                holds.exported.push((descriptor.clone(), readers));
+            }
+            let alt = match (b.host_copy, b.frame_offset) {
+                (Some(slot), _) => Some((host.kind(), self.host_copy(&b.backend, &host, descriptor.as_bytes(), slot)?)),
+                // An in-frame backend of the publisher's own (cuda-host): the
+                // same bytes, described as plain host memory for subscriptions
+                // that do not take it. Nothing is copied.
+                (None, Some(offset)) if b.backend.kind() != host.kind() => {
+                    let same = host.allocate(len, Some(frame.slot(offset, len))).map_err(LoanError::from)?;
+                    Some((host.kind(), host.export(same, &[])?))
+                }
+                (None, _) => None,
+            };
+            entries.push(Entry { kind: b.backend.kind(), descriptor, alt });
+        }
+        Ok(Exported { entries, holds, views })
+    }
+
+    /// Lays out a frame for `lens` bytes of buffers copied from the user's
+    /// memory (`publish_copy`) on `route` and writes each into it; returns the frame and
+    /// the entries of its buffer table.
+    pub(crate) fn copy_in(
+        &self,
+        route: Route,
+        meta_len: usize,
+        sources: &[&RawBuffer],
+    ) -> Result<(FrameMut, Vec<Entry>), PublishError> {
+        let host = self.host_backend(route);
+        let lens: Vec<usize> = sources.iter().map(|r| r.len_bytes()).collect();
+        let lay = self.frame_layout(meta_len, &lens)?;
+        let mut frame = self.alloc_frame(route, lay.total)?;
+        let mut entries = Vec::with_capacity(sources.len());
+        for (i, src) in sources.iter().enumerate() {
+            let mut block = host.allocate(lens[i], Some(frame.slot(lay.slots[i], lens[i]))).map_err(LoanError::from)?;
+            match src.host_bytes() {
+                Some(bytes) => block.write_from_host(0, bytes).map_err(LoanError::from)?,
+                None => {
+                    let bytes = src.to_host_vec().map_err(|e| PublishError::HostCopy(e.into()))?;
+                    block.write_from_host(0, &bytes).map_err(LoanError::from)?
+                }
+            }
+            let descriptor = host.export(block, &[])?;
+            entries.push(Entry { kind: host.kind(), descriptor, alt: None });
+        }
+        Ok((frame, entries))
+    }
+
+    /// Table entries with placeholder descriptors of host memory, one per
+    /// buffer: descriptor sizes do not depend on offsets, so the meta length
+    /// of a copied message is known before its layout.
+    pub(crate) fn placeholder_entries(&self, route: Route, buffers: usize) -> Vec<Entry> {
+        let placeholder =
+            Descriptor::from_slice(&[0; freight_backend::IN_FRAME_DESCRIPTOR_LEN]).expect("a short descriptor");
+        let kind = self.host_backend(route).kind();
+        (0..buffers).map(|_| Entry { kind, descriptor: placeholder.clone(), alt: None }).collect()
+    }
+
+    pub(super) fn host_backend(&self, route: Route) -> Arc<dyn Backend> {
+        let ctx = &self.node.inner.ctx.inner;
+        let kind = if route == Route::Shm { BackendKind::Shm } else { BackendKind::Cpu };
+        ctx.backend(kind).expect("cpu and shm are always available")
+    }
+
+    /// The layout of a frame, refused when it is larger than
+    /// `Limits::max_message_bytes`.
+    fn frame_layout(&self, meta_len: usize, in_frame_lens: &[usize]) -> Result<Layout, LoanError> {
+        let lay = layout(meta_len, in_frame_lens);
+        self.check_size(lay.as_ref().map(|l| l.total))?;
+        lay.ok_or(LoanError::TooLarge { len: usize::MAX, max: self.node.inner.ctx.inner.limits.max_message_bytes })
+    }
+
+    /// Refuses a message of `total` bytes over `Limits::max_message_bytes`;
+    /// `None` is a size past `usize::MAX`, refused as `usize::MAX`.
+    pub(crate) fn check_size(&self, total: Option<usize>) -> Result<(), LoanError> {
+        let max = self.node.inner.ctx.inner.limits.max_message_bytes;
+        match total {
+            Some(len) if len <= max => Ok(()),
+            len => Err(LoanError::TooLarge { len: len.unwrap_or(usize::MAX), max }),
+        }
+    }
+
+    /// The frame to send now. A loan taken while every subscriber was in this
+    /// process lives on the heap; when a subscriber in another process has
+    /// appeared since, the frame is copied to shared memory, once, and its
+    /// buffers are marked as living there: subscribers then view them as they
+    /// view any other frame's, instead of copying them out again.
+    pub(crate) fn rerouted(&self, frame: FrameMut) -> Result<FrameMut, PublishError> {
+        match frame {
+            FrameMut::Heap(mut bytes) if self.route() == Route::Shm => {
+                retag(&mut bytes, BackendKind::Cpu, BackendKind::Shm).map_err(PublishError::Reroute)?;
+                let mut shm = self.alloc_frame(Route::Shm, bytes.len())?;
+                shm.write_at(0, &bytes);
+                Ok(shm)
+            }
+            frame => Ok(frame),
+        }
+    }
+
+    pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
+        match route {
+            Route::Intra => {
+                let reused = {
+                    let mut pool = lock(&self.heap_frames);
+                    let at = pool.iter().position(|v| v.capacity() >= total);
+                    at.map(|i| pool.swap_remove(i))
+                };
+                let mut v = reused.unwrap_or_default();
+                // A failed allocation is an error to the caller, not an abort.
+                v.try_reserve_exact(total.saturating_sub(v.len()))
+                    .map_err(|source| LoanError::OutOfMemory { len: total, source })?;
+                v.resize(total, 0);
+                Ok(FrameMut::Heap(v))
+            }
+            Route::Shm => {
+                let mut s = self.iox.loan_slice_uninit(total).map_err(ShmError::doing("loaning a sample"))?;
+                let base = s.payload_mut().as_mut_ptr().cast();
+                Ok(FrameMut::Shm(s, base))
+            }
+        }
+    }
+
+    /// Writes the frame header (with the next sequence number and the time
+    /// now) and the meta region.
+    pub(crate) fn write_header_and_meta(&self, type_hash: u64, meta: &[u8], buffers: usize, frame: &mut FrameMut) {
+        let header = Header {
+            type_hash,
+            publisher_id: self.id,
+            sequence: self.sequence.fetch_add(1, Ordering::Relaxed),
+            publish_time_ns: crate::clock::monotonic_ns(),
+            meta_len: meta.len() as u32,
+            buffer_count: buffers as u32,
+            device: self.device,
+        };
+        let mut h = [0u8; HEADER_LEN];
+        header.write(&mut h);
+        frame.write_at(0, &h);
+        frame.write_at(HEADER_LEN, meta);
+    }
+}

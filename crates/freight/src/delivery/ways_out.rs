@@ -1,0 +1,154 @@
+//! The ways a finished frame leaves: to in-process subscriptions by pointer,
+//! to shared memory through the iceoryx2 port, and to the network as CDR.
+//!
+//! [`Sender::deliver`] is the one place a local frame is sent;
+//! [`Sender::send_network`] the one place a message is written to DDS.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use freight_backend::{FrameMemory, HeapFrame};
+use freight_msg::{CdrWriter, EncodeError};
+
+use super::{FrameMut, Sender};
+use crate::endpoint::WaitMode;
+use crate::error::{PublishError, ShmError};
+use crate::frame::Entry;
+use crate::network::NetworkWriter;
+use crate::qos::{Durability, QoS, Reliability};
+use crate::sync::lock;
+use crate::topic::{Delivery, IntraQueue};
+
+/// A heap frame that returns its memory to the publisher's pool when the last
+/// subscriber drops it: allocating fresh pages per message costs more than a
+/// copy (page faults), so intra-process frames are recycled.
+#[derive(Debug)]
+struct PooledFrame {
+    frame: HeapFrame,
+    pool: std::sync::Weak<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl FrameMemory for PooledFrame {
+    fn bytes(&self) -> &[u8] {
+        self.frame.bytes()
+    }
+    fn is_process_local(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for PooledFrame {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            let mut p = lock(&pool);
+            if p.len() < 4 {
+                p.push(std::mem::take(&mut self.frame.0));
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// A scratch vector per thread for serialized messages: large messages
+    /// would otherwise fault in fresh pages on every publish.
+    static CDR_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Serializes a message for the network into this thread's scratch vector
+/// (given back by [`Sender::send_network`]).
+pub(crate) fn serialize(
+    encode: impl FnOnce(&mut CdrWriter) -> Result<(), EncodeError>,
+) -> Result<Vec<u8>, PublishError> {
+    let mut w = CdrWriter::from_vec(CDR_SCRATCH.take());
+    encode(&mut w)?;
+    Ok(w.finish())
+}
+
+impl Sender {
+    /// Sends a finished frame. `device` lists its buffers in device memory,
+    /// whose holds are given back for subscribers that do not receive it.
+    pub(crate) fn deliver(&self, frame: FrameMut, device: &[Entry]) -> Result<(), PublishError> {
+        let mut missed = 0;
+        let mut wake = false;
+        match frame {
+            FrameMut::Heap(bytes) => {
+                let frame: freight_backend::Frame =
+                    Arc::new(PooledFrame { frame: HeapFrame(bytes), pool: Arc::downgrade(&self.heap_frames) });
+                for q in self.local.subscribers() {
+                    match deliver_intra(&q, &frame, self.qos) {
+                        Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
+                        Delivery::Skipped => self.release_for(&q.ad, device),
+                        Delivery::TimedOut => {
+                            self.release_for(&q.ad, device);
+                            missed += 1;
+                        }
+                    }
+                }
+            }
+            FrameMut::Shm(sample, _) => {
+                // SAFETY: every byte of the sample is initialized: header and
+                // meta were written above, buffers through the typestate loan
+                // or the copy, and padding is shared memory that the kernel
+                // zero-filled when first mapped or that held an earlier frame.
+                let sample = unsafe { sample.assume_init() };
+                let sent = sample.send();
+                let handled = self.missed.take();
+                for &(ad, reliable) in &handled {
+                    missed += usize::from(reliable);
+                    if let Some(ad) = ad {
+                        self.release_for(&ad, device);
+                    }
+                }
+                match sent {
+                    Ok(recipients) => missed += self.unannounced_misses(recipients, &handled),
+                    Err(iceoryx2::port::SendError::UnableToDeliver) => {}
+                    Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
+                }
+                wake = self.summary.any_blocking.load(Ordering::Acquire);
+            }
+        }
+        if wake {
+            // A failed wake-up leaves data queued; the subscriber sees it on its
+            // next wait, so it is not an error of this publish.
+            let _ = self.notifier.notify();
+        }
+        if missed > 0 {
+            return Err(PublishError::QueueFull { subscribers: missed });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn network_readers(&self) -> usize {
+        self.network.as_ref().map_or(0, NetworkWriter::remote_readers)
+    }
+
+    /// Whether a message goes to the DDS writer: when a network reader is matched,
+    /// and always on a transient-local topic, whose DDS history serves readers that
+    /// join later (a stock node started after the latched message was published).
+    pub(crate) fn to_network(&self) -> bool {
+        self.network.is_some() && (self.qos.durability == Durability::TransientLocal || self.network_readers() > 0)
+    }
+
+    /// Writes a serialized message to the DDS writer and keeps the vector's
+    /// memory for the next one.
+    pub(crate) fn send_network(&self, cdr: Vec<u8>) -> Result<(), PublishError> {
+        let written = match &self.network {
+            Some(n) => n.write(&cdr).map_err(PublishError::Network),
+            None => Ok(()),
+        };
+        CDR_SCRATCH.set(cdr);
+        written
+    }
+}
+
+fn deliver_intra(q: &IntraQueue, frame: &freight_backend::Frame, qos: QoS) -> Delivery {
+    if qos.reliability == Reliability::BestEffort && q.ad.reliability == Reliability::Reliable {
+        // A best-effort publisher never waits, whatever the subscriber asked.
+        return match q.push(frame.clone(), Duration::ZERO) {
+            Delivery::TimedOut => Delivery::Skipped,
+            d => d,
+        };
+    }
+    q.push(frame.clone(), qos.max_blocking_time)
+}
