@@ -4,7 +4,8 @@
 //! `freight demo robot-arm` runs the GPU demo instead: a renderer process and a
 //! display process in Python (`python -m freight.demos.robot_arm`), comparing
 //! the `cuda`, `cuda-host` and `cpu` transports (numpy and `shm`/`cpu` where
-//! there is no GPU).
+//! there is no GPU), end to end and transport only (frames drawn before
+//! measuring and replayed), and ends with the headline in one sentence.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -46,7 +47,8 @@ pub struct DemoArgs {
 pub enum Scene {
     /// GPU frames between a renderer and a display process: `cuda` vs
     /// `cuda-host` vs `cpu` at 1080p, 1440p and 4K (with torch on a CUDA
-    /// GPU; numpy and `shm` vs `cpu` elsewhere). Arguments after `--` go to
+    /// GPU; numpy and `shm` vs `cpu` elsewhere), end to end and transport
+    /// only, with CPU time per frame. Arguments after `--` go to
     /// `python -m freight.demos.robot_arm` (e.g. `-- compare --seconds 5`).
     RobotArm {
         /// Python interpreter with freight's package (and torch, for the GPU)
