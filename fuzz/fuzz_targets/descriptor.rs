@@ -45,7 +45,7 @@ use libfuzzer_sys::fuzz_target;
 const POOL_CAPACITY: usize = 64 * 1024;
 const POOL_BLOCKS: u32 = 8;
 
-/// Layout of a `fake-device` descriptor (see `encode` in `crates/freight-backend/src/device_pool.rs`).
+/// Layout of a `fake-device` descriptor (see `encode` in `crates/freight-backend/src/device_pool/descriptor.rs`).
 const FD_DESCRIPTOR_LEN: usize = 128;
 const FD_NAME_AT: usize = 56;
 const FD_DEVICE_AT: usize = 40;
@@ -167,7 +167,7 @@ fn masked(descriptor: &[u8], mask: &[u8]) -> Vec<u8> {
     d
 }
 
-/// Layout of a pool file (see `crates/freight-backend/src/device_pool.rs`):
+/// Layout of a pool file (see `crates/freight-backend/src/device_pool/layout.rs`):
 /// version 4, the device's UUID at 40 of the header, 8 bytes of handle per
 /// block (`fake-device`: the block's offset), so records of 248 + 8 bytes.
 const POOL_VERSION: u32 = 4;

@@ -1,7 +1,7 @@
 //! `fake-device`: a simulated device, so that the device protocol can be
 //! built and tested on any machine.
 //!
-//! It is the generic device pool (`device_pool.rs`: holds per reader process,
+//! It is the generic device pool (`device_pool/`: holds per reader process,
 //! generations, size classes, idle blocks given back, dead readers reclaimed,
 //! devices matched by UUID, opened blocks cached per allocation) over memory
 //! that needs no driver: the data area of the pool's shared-memory file

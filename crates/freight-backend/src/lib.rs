@@ -16,7 +16,7 @@
 //! | `cuda` | CUDA device memory (`cuMemAlloc`) in a pool | as `fake-device`, plus the block's IPC memory and event handles | the block opened once per allocation (`cuIpcOpenMemHandle`), read in stream order |
 //! | `cuda-host` | in the frame (shared memory), page-locked and mapped for the GPU | offset and length | a view of the frame with a device pointer |
 //!
-//! `fake-device` and `cuda` share one pool protocol (`device_pool.rs`: holds
+//! `fake-device` and `cuda` share one pool protocol (`device_pool/`: holds
 //! per reader process, generations, size classes, idle blocks given back after
 //! [`DEFAULT_IDLE_TIME`], dead readers reclaimed), so everything but the CUDA
 //! calls themselves is tested on machines without a GPU. [`cuda::available`]

@@ -415,7 +415,7 @@ fn cuda_publisher_reaches_same_device_other_device_and_cpu_subscribers() {
     assert!(reusable, "the pool does not lend a block of each size after the run: {last:?}");
     // The same-device subscriber keeps its IPC openings of idle blocks (of
     // every size class) while it lives and imports nothing more, and those
-    // blocks' memory cannot be given back (documented in device_pool.rs,
+    // blocks' memory cannot be given back (documented in device_pool/mod.rs,
     // "Opened blocks"); once it exits, all of the capacity lends again.
     let same_device = kids.remove(0);
     assert!(!same_device.stderr().contains("freight: "), "{}", same_device.stderr());

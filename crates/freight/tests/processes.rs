@@ -1622,7 +1622,7 @@ fn device_node(name: &str, uuid: [u8; 16], capacity: usize) -> Node {
 }
 
 /// Holds of readers on the blocks of the fake-device pool file at `path`, read
-/// from the file (layout version 4, `crates/freight-backend/src/device_pool.rs`):
+/// from the file (layout version 4, `crates/freight-backend/src/device_pool/layout.rs`):
 /// reading them through the backend would reclaim dead readers' holds itself.
 fn pool_holds(path: &Path) -> u32 {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -23,7 +23,7 @@
 //! inside the descriptor, which is thus self-contained — a subscriber opens a
 //! block from the descriptor alone, with no socket, no server thread per
 //! publisher, and no file descriptors to leak. A reader opens each block once
-//! per allocation and caches it; the pool (`device_pool.rs`) keeps a block's
+//! per allocation and caches it; the pool (`device_pool/`) keeps a block's
 //! memory until every reader process that has it open closed it, as CUDA
 //! requires.
 //!

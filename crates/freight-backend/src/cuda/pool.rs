@@ -1,6 +1,6 @@
 //! `cuda`: CUDA device memory in a pool, shared with other processes through
 //! legacy CUDA IPC. The pool protocol is the generic device pool's
-//! (`device_pool.rs`); this file is the memory under it.
+//! (`device_pool/`); this file is the memory under it.
 //!
 //! * A block is one `cuMemAlloc` allocation of its size class, with one IPC
 //!   event (`CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`); their IPC

@@ -84,14 +84,14 @@ fn still_names(path: &Path, meta: &std::fs::Metadata) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
 }
 
+/// How long a new pool file may be without its creator's lock.
+const LOCK_GRACE: Duration = Duration::from_secs(10);
+
 /// Removes the pool files of `prefix` in `dir` that processes of this user
 /// left when they died without dropping their backend: a pool name with our
 /// uid, a regular file that we own, a creator (the pid in the name) that is
 /// gone, and a lock that nobody holds (a creator in another pid namespace
 /// holds it). Returns how many were removed. Errors only leave a file in place.
-/// How long a new pool file may be without its creator's lock.
-const LOCK_GRACE: Duration = Duration::from_secs(10);
-
 fn remove_dead_pools(prefix: &str, dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;

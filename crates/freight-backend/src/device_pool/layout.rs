@@ -183,12 +183,12 @@ impl Mapping {
         unsafe { &*(self.map.as_ptr().add(at) as *const AtomicU32) }
     }
 
-    /// The device UUID, read from (or written to) the header as two atomics.
     /// Whether the creator dropped the pool.
     pub(super) fn closed(&self) -> bool {
         self.atomic_u32(H_CLOSED).load(Ordering::Acquire) != 0
     }
 
+    /// The device UUID, read from (or written to) the header as two atomics.
     pub(super) fn device_words(&self) -> [&AtomicU64; 2] {
         [self.atomic_u64(H_DEVICE), self.atomic_u64(H_DEVICE + 8)]
     }

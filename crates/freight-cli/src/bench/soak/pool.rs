@@ -2,7 +2,7 @@
 //!
 //! freight exposes a pool's usage (`Backend::stats`) only to the process that created it,
 //! and a context does not hand out its backends. The holds that matter are in the pool's
-//! shared-memory file, whose layout `freight-backend` documents (`device_pool.rs`, layout
+//! shared-memory file, whose layout `freight-backend` documents (`device_pool/layout.rs`, layout
 //! version 4): a 64-byte header (magic `FRFDPOOL`, version, record count, handle bytes `h`
 //! at offset 56), then one record of 248 + `h` bytes per block: its state at offset 0 (2:
 //! being written, 3: exported — in use), the count of holds at 4, and 16 reader slots of 8
