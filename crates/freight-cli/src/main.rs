@@ -1,7 +1,8 @@
 //! `freight`: the command-line tool of the freight transport.
 //!
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
-//! benchmark, `python -m freight.bench`), `bench ros2` (freight against stock ROS 2), `demo`
+//! benchmark, `python -m freight.bench`), `bench throughput` (a publisher in a tight loop to N
+//! subscriber processes), `bench ros2` (freight against stock ROS 2), `demo`
 //! (the headline comparison), `topic` (inspection and a test publisher, as `ros2 topic`), `dds
 //! config` (the network plane's configuration), `tune` (DDS profiles for large data over a
 //! lossy link), `lab` (network experiments in namespaces), `bench soak` (a chaos soak), and
@@ -41,6 +42,12 @@ COMMANDS IN DETAIL
       in microseconds, round trips per second, and each row's p50 relative to its baseline
       (iceoryx2 for intra and shm-loan, memcpy for shm-copy). --json and --plot also write the
       rows as JSON and as a log-log PNG. See `freight bench latency --help` for the options.
+      --subscribers 1,8 measures fan-out: N subscriber processes per row, latency to the last
+      one and the publisher's time per publish, against raw iceoryx2 with the same N.
+
+  freight bench throughput [--subscribers 1,8] [--sizes ..] [--transports shm-loan,iceoryx2]
+      A publisher in a tight loop to N subscriber processes that take as fast as they can:
+      messages/s and payload GB/s of the slowest subscriber, against raw iceoryx2.
 
   freight bench latency --lang python [--python PATH]
       The same measurement through the Python APIs, Python to Python, busy-polling: freight's
@@ -179,11 +186,29 @@ after --iterations round trips or --duration-per-row seconds, whichever comes fi
 discarded warm-up round trips. Messages smaller than 16 bytes still carry the 16-byte header;
 the requested size is reported. The table goes to stdout, progress to stderr.
 
+With --subscribers N (fan-out; shm-loan, shm-copy and iceoryx2) each row has N subscriber
+processes, every message goes to all of them and the next one once all acked: latencies are
+to the last subscriber, and the table adds the subscribers and the publisher's median time
+inside one publish. Subscribers are pinned round robin to the CPUs after the publisher's; with
+fewer CPUs than N + 1 they share cores.
+
 With --lang python the same is measured through the Python APIs (freight's against the
 iceoryx2 binding's, busy-polling) by `python -m freight.bench latency` in the interpreter
 --python or $FREIGHT_PYTHON names (else python3).")]
     Latency(bench::LatencyArgs),
-    /// Internal: the subscriber process started by `bench latency`.
+    /// Measure messages/s and GB/s from a publisher in a tight loop to N subscriber processes.
+    #[command(long_about = "\
+Measure messages/s and GB/s from a publisher in a tight loop to N subscriber processes.
+
+The publisher loans, writes the 16-byte header and publishes for --duration-per-row seconds
+without pause (shm-copy: copies the payload from a heap buffer); N subscriber processes take
+as fast as they can and read only the header. Nobody waits for a slow subscriber: freight's
+topic is best effort, keep last 2; raw iceoryx2 drops the oldest sample of a full queue. The
+table shows the publisher's rate, the slowest subscriber's msgs/s and payload GB/s, the share
+of the published messages it took, and the ratio to raw iceoryx2 with the same subscribers,
+wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
+    Throughput(bench::ThroughputArgs),
+    /// Internal: the subscriber process started by `bench latency` and `bench throughput`.
     #[command(hide = true)]
     Peer(bench::PeerArgs),
     /// freight against stock ROS 2 (rclpy on Fast DDS, Jazzy and Kilted), measured in one run
@@ -268,10 +293,12 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Latency(args)) if args.lang == bench::Lang::Python => {
             bench::run_python(&args).map_err(|e| e.to_string())
         }
-        Command::Bench(BenchCommand::Latency(args)) => bench::LatencyJob::from_args(&args)
-            .and_then(|job| bench::run_latency(&job))
-            .map(|_| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
+        Command::Bench(BenchCommand::Latency(args)) => {
+            bench::run_latency_args(&args).map(|_| ExitCode::SUCCESS).map_err(|e| e.to_string())
+        }
+        Command::Bench(BenchCommand::Throughput(args)) => {
+            bench::run_throughput(&args).map(|_| ExitCode::SUCCESS).map_err(|e| e.to_string())
+        }
         Command::Bench(BenchCommand::Peer(args)) => {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }

@@ -104,6 +104,14 @@ pub struct LatencyArgs {
     #[arg(long, value_enum, default_value = "both")]
     pub wait: WaitArg,
 
+    /// Comma-separated numbers of subscriber processes (fan-out, 1 to 16): every message goes
+    /// to all of them, the next one once all acked; latencies are to the last subscriber, and
+    /// the table adds the publisher's time per publish. Above 1 only for shm-loan, shm-copy
+    /// and iceoryx2. Subscribers are pinned round robin to the CPUs after the publisher's;
+    /// with fewer CPUs than subscribers + 1 they share cores.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_name = "N")]
+    pub subscribers: Vec<usize>,
+
     /// Measured round trips per row (after warm-up); at least 20.
     #[arg(long, default_value_t = 5000, value_name = "N")]
     pub iterations: u64,
@@ -130,6 +138,40 @@ pub struct LatencyArgs {
     /// [default: $FREIGHT_PYTHON, else python3]
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+}
+
+/// Arguments of `freight bench throughput`.
+#[derive(Debug, Clone, Args)]
+pub struct ThroughputArgs {
+    /// Comma-separated numbers of subscriber processes (1 to 16).
+    #[arg(long, value_delimiter = ',', default_value = "1,8", value_name = "N")]
+    pub subscribers: Vec<usize>,
+
+    /// Comma-separated message sizes (units as for `bench latency`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_size_arg,
+        default_value = "8B,1MiB,8MiB,32MiB",
+        value_name = "SIZES"
+    )]
+    pub sizes: Vec<usize>,
+
+    /// Comma-separated transports to measure: shm-loan, shm-copy, iceoryx2.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "shm-loan,iceoryx2", value_name = "TRANSPORTS")]
+    pub transports: Vec<TransportKind>,
+
+    /// How the subscribers wait for data: busy-poll (spin), sleep in the OS (block), or both.
+    #[arg(long, value_enum, default_value = "both")]
+    pub wait: WaitArg,
+
+    /// How long the publisher publishes per row, in seconds.
+    #[arg(long, value_parser = parse_seconds, default_value = "2", value_name = "SECS")]
+    pub duration_per_row: Duration,
+
+    /// Also write the rows as a JSON list to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Arguments of the hidden `freight bench peer` subcommand. Only the harness writes these.

@@ -345,7 +345,7 @@ mod tests {
     use super::*;
 
     fn row(channel: &str) -> RowConfig {
-        RowConfig { transport: "dds".into(), wait: WaitMode::Spin, size: 8, channel: channel.into() }
+        RowConfig::latency("dds", WaitMode::Spin, 8, channel.into())
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{Buffer, Context, Node, Publisher, QoS, Subscription, SubscriptionOptions};
 
-use super::transport::{Placement, PublisherEnd, RowConfig, SubscriberEnd, Transport, WaitMode, HEADER_LEN};
+use super::transport::{Measure, Placement, PublisherEnd, RowConfig, SubscriberEnd, Transport, WaitMode, HEADER_LEN};
 use super::BenchError;
 
 freight::message! {
@@ -64,8 +64,8 @@ impl Transport for FreightTransport {
     fn open_publisher(&self, row: &RowConfig) -> Result<Box<dyn PublisherEnd>, BenchError> {
         let node = node("bench_publisher")?;
         let topic = topic_of(row);
-        let data = node.create_publisher::<UInt8MultiArray>(&topic, QoS::keep_last(2)).map_err(freight_error)?;
-        let acks = subscribe::<Ack>(&node, &format!("{topic}_ack"), row.wait)?;
+        let data = node.create_publisher::<UInt8MultiArray>(&topic, data_qos(row)).map_err(freight_error)?;
+        let acks = subscribe::<Ack>(&node, &format!("{topic}_ack"), QoS::keep_last(2), row.wait)?;
         let source = (self.0 == Path::ShmCopy).then(|| {
             // Pre-faulted, as a user's frame buffer would be after its first use.
             let mut data = Buffer::from(vec![0u8; row.wire_len()]);
@@ -78,7 +78,7 @@ impl Transport for FreightTransport {
     fn open_subscriber(&self, row: &RowConfig) -> Result<Box<dyn SubscriberEnd>, BenchError> {
         let node = node("bench_subscriber")?;
         let topic = topic_of(row);
-        let data = subscribe::<UInt8MultiArray>(&node, &topic, row.wait)?;
+        let data = subscribe::<UInt8MultiArray>(&node, &topic, data_qos(row), row.wait)?;
         let acks = node.create_publisher::<Ack>(&format!("{topic}_ack"), QoS::keep_last(2)).map_err(freight_error)?;
         Ok(Box::new(FreightSubscriber { data, acks, _node: node }))
     }
@@ -92,13 +92,29 @@ fn node(name: &str) -> Result<Node, BenchError> {
     Context::new().and_then(|c| c.create_node(name)).map_err(freight_error)
 }
 
-fn subscribe<M: freight::Message>(node: &Node, topic: &str, wait: WaitMode) -> Result<Subscription<M>, BenchError> {
+/// The QoS of the data topic. Latency rows are reliable (ping-pong never fills a queue, and a
+/// lost message would stall the row); throughput rows are best effort, so that the publisher
+/// never waits for a slow subscriber, as iceoryx2's default safe overflow never does either
+/// (freight skips a message for a full queue, iceoryx2 drops the queue's oldest).
+fn data_qos(row: &RowConfig) -> QoS {
+    match row.measure {
+        Measure::Latency => QoS::keep_last(2),
+        Measure::Throughput => QoS::keep_last(2).best_effort(),
+    }
+}
+
+fn subscribe<M: freight::Message>(
+    node: &Node,
+    topic: &str,
+    qos: QoS,
+    wait: WaitMode,
+) -> Result<Subscription<M>, BenchError> {
     let wait = match wait {
         WaitMode::Spin => freight::WaitMode::Spin,
         WaitMode::Block => freight::WaitMode::Block,
     };
     let options = SubscriptionOptions { wait, ..Default::default() };
-    node.create_subscription_with_options::<M>(topic, QoS::keep_last(2), options).map_err(freight_error)
+    node.create_subscription_with_options::<M>(topic, qos, options).map_err(freight_error)
 }
 
 /// A ROS topic name from the row's channel (`freight-bench/<run>/<row>`):

@@ -1,17 +1,19 @@
 //! Runs rows: the publisher loop, the subscriber loop, and the placement of the two sides.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use freight::clock::monotonic_ns;
 
 use super::args::format_size;
-use super::peer::{ChildPeer, PeerMsg};
+use super::fanout::{latency_to_last, ChildPeers, Fanout, PeerLink};
+use super::peer::PeerMsg;
 use super::report::RowStats;
-use super::stats::Summary;
+use super::stats::{percentile, Summary};
 use super::sys::{pin_current_thread, CpuPlan};
-use super::transport::{Header, Placement, PublisherEnd, RowConfig, Transport, WaitMode};
+use super::throughput;
+use super::transport::{Header, Measure, Placement, PublisherEnd, RowConfig, SubscriberEnd, Transport, WaitMode};
 use super::{BenchError, LatencyJob, MIN_SAMPLES, ROW_TIMEOUT, WARMUP_ITERATIONS, WARMUP_MAX};
 
 /// How long one blocking call into a transport may last before the harness looks around
@@ -63,8 +65,13 @@ impl RunPlan {
 /// What one row measured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowOutcome {
-    /// One-way latencies of the measured messages, nanoseconds, in send order.
+    /// One-way latencies of the measured messages, nanoseconds, in send order: to the last
+    /// subscriber when there are several.
     pub samples_ns: Vec<u64>,
+    /// Time the publisher spent inside the transport's send for each measured message,
+    /// nanoseconds (the loan, the header write and the publish); empty for inline rows,
+    /// whose "send" is the transfer itself.
+    pub publish_ns: Vec<u64>,
     /// Measured round trips.
     pub round_trips: u64,
     /// Wall time of the measured round trips.
@@ -123,39 +130,55 @@ impl RowClock {
     }
 }
 
-/// Runs every row of a job and returns the table rows, printing progress to stderr.
-pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
-    let cpus = CpuPlan::detect();
-    // Unique per bench run: a crashed earlier run (or a concurrent one) can never collide
-    // with this one's services, even if the pid was reused.
-    let run_id = format!("{}-{:x}", std::process::id(), monotonic_ns() & 0xff_ffff);
+/// A name unique to this bench run, from which every row derives its channel: a crashed
+/// earlier run (or a concurrent one) can never collide with this one's services, even if the
+/// pid was reused.
+pub fn run_id() -> String {
+    format!("{}-{:x}", std::process::id(), monotonic_ns() & 0xff_ffff)
+}
 
-    // One measurement per (transport, wait, size); inline transports have no wait mode and are
-    // measured once per size, then reported under every wait.
-    let mut plan: Vec<(&dyn Transport, Option<WaitMode>, usize)> = Vec::new();
+/// Runs every row of a job, each with every subscriber count of `fanout`, and returns the
+/// table rows, printing progress to stderr.
+pub fn run_all(
+    transports: &[Box<dyn Transport>],
+    job: &LatencyJob,
+    fanout: &Fanout,
+) -> Result<Vec<RowStats>, BenchError> {
+    let cpus = CpuPlan::detect();
+    let run_id = run_id();
+
+    // One measurement per (transport, wait, subscribers, size); inline transports have no wait
+    // mode and are measured once per size, then reported under every wait.
+    let mut plan: Vec<(&dyn Transport, Option<WaitMode>, usize, usize)> = Vec::new();
     for t in transports {
-        if t.placement() == Placement::Inline {
-            plan.extend(job.sizes.iter().map(|&size| (t.as_ref(), None, size)));
-        } else {
-            for &wait in &job.waits {
-                plan.extend(job.sizes.iter().map(|&size| (t.as_ref(), Some(wait), size)));
+        let waits: Vec<Option<WaitMode>> = match t.placement() {
+            Placement::Inline => vec![None],
+            _ => job.waits.iter().copied().map(Some).collect(),
+        };
+        for wait in waits {
+            for &n in fanout.counts() {
+                plan.extend(job.sizes.iter().map(|&size| (t.as_ref(), wait, n, size)));
             }
         }
     }
 
     let mut rows = Vec::new();
     let total = plan.len();
-    for (index, &(transport, wait, size)) in plan.iter().enumerate() {
+    for (index, &(transport, wait, subscribers, size)) in plan.iter().enumerate() {
         let wait_label = wait.map_or("-", WaitMode::as_str);
-        let label = format!("{} {} {}", transport.name(), wait_label, format_size(size as u64));
+        let fan_label = if fanout.shown() { format!(" x{subscribers}") } else { String::new() };
+        let label = format!("{} {}{fan_label} {}", transport.name(), wait_label, format_size(size as u64));
         eprint!("[{}/{}] {label} ... ", index + 1, total);
         let row = RowConfig {
-            transport: transport.name().to_string(),
-            wait: wait.unwrap_or(WaitMode::Spin),
-            size,
-            channel: format!("freight-bench/{run_id}/{index}"),
+            subscribers,
+            ..RowConfig::latency(
+                transport.name(),
+                wait.unwrap_or(WaitMode::Spin),
+                size,
+                format!("freight-bench/{run_id}/{index}"),
+            )
         };
-        let outcome = match run_row(transport, &row, &job.plan, cpus) {
+        let outcome = match run_row(transport, &row, &job.plan, &cpus) {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("failed");
@@ -173,6 +196,9 @@ pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Ve
             Some(w) => vec![w],
             None => job.waits.clone(),
         };
+        let mut publish_sorted = outcome.publish_ns.clone();
+        publish_sorted.sort_unstable();
+        let publish_p50_us = percentile(&publish_sorted, 50.0).map(|ns| ns as f64 / 1_000.0);
         for w in waits {
             rows.push(RowStats {
                 transport: transport.name().to_string(),
@@ -182,6 +208,8 @@ pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Ve
                 p99_us: summary.p99_us,
                 max_us: summary.max_us,
                 msgs_per_s: summary.msgs_per_s,
+                subscribers: fanout.shown().then_some(subscribers),
+                publish_p50_us: if fanout.shown() { publish_p50_us } else { None },
             });
         }
     }
@@ -190,18 +218,28 @@ pub fn run_all(transports: &[Box<dyn Transport>], job: &LatencyJob) -> Result<Ve
 
 /// Measures one row. The publisher (or the single inline thread) runs on a fresh thread so
 /// that pinning it does not pin the main thread for the rest of the run.
-pub fn run_row(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, cpus: CpuPlan) -> Result<RowOutcome, BenchError> {
+pub fn run_row(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, cpus: &CpuPlan) -> Result<RowOutcome, BenchError> {
     let deadline = Instant::now() + plan.row_timeout;
+    on_publisher_thread(cpus.publisher, || match t.placement() {
+        Placement::Inline => run_inline(t, row, plan, deadline),
+        Placement::Threads => run_with_thread_peer(t, row, plan, cpus, deadline),
+        Placement::Processes => with_process_peers(t, row, plan.capacity(), cpus, deadline, |end, link| {
+            drive_publisher(end, link, plan, deadline)
+        }),
+    })
+}
+
+/// Runs `side` on a fresh thread pinned to `cpu` and returns its result.
+pub fn on_publisher_thread<T: Send>(
+    cpu: Option<usize>,
+    side: impl FnOnce() -> Result<T, BenchError> + Send,
+) -> Result<T, BenchError> {
     std::thread::scope(|s| {
         let publisher = std::thread::Builder::new()
             .name("bench-publisher".into())
             .spawn_scoped(s, || {
-                pin_current_thread(cpus.publisher);
-                match t.placement() {
-                    Placement::Inline => run_inline(t, row, plan, deadline),
-                    Placement::Threads => run_with_thread_peer(t, row, plan, cpus, deadline),
-                    Placement::Processes => run_with_process_peer(t, row, plan, cpus, deadline),
-                }
+                pin_current_thread(cpu);
+                side()
             })
             .map_err(|e| thread_spawn_error("publisher", e))?;
         publisher.join().unwrap_or_else(|_| Err(panicked("publisher")))
@@ -251,10 +289,16 @@ fn run_inline(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, deadline: Inst
     }
     let measured = clock.finish(seq);
     samples.drain(..measured.warmup as usize);
-    Ok(RowOutcome { samples_ns: samples, round_trips: measured.round_trips, elapsed: measured.elapsed })
+    Ok(RowOutcome {
+        samples_ns: samples,
+        publish_ns: Vec::new(),
+        round_trips: measured.round_trips,
+        elapsed: measured.elapsed,
+    })
 }
 
-fn row_timeout(what: &str) -> BenchError {
+/// The error for a row that ran past its time limit while waiting for `what`.
+pub fn row_timeout(what: &str) -> BenchError {
     BenchError::new(
         format!("gave up waiting for {what}: a row may take at most {} s", ROW_TIMEOUT.as_secs()),
         "the machine is overloaded or a transport is stuck; retry with fewer or smaller --sizes",
@@ -265,7 +309,7 @@ fn run_with_thread_peer(
     t: &dyn Transport,
     row: &RowConfig,
     plan: &RunPlan,
-    cpus: CpuPlan,
+    cpus: &CpuPlan,
     deadline: Instant,
 ) -> Result<RowOutcome, BenchError> {
     let mut end = t.open_publisher(row)?;
@@ -277,15 +321,15 @@ fn run_with_thread_peer(
         let subscriber = std::thread::Builder::new()
             .name("bench-subscriber".into())
             .spawn_scoped(s, move || {
-                pin_current_thread(cpus.subscriber);
+                pin_current_thread(cpus.subscriber(0));
                 let cancelled = || cancel.load(Ordering::Relaxed);
                 subscriber_side(t, row, capacity, deadline, &cancelled, &mut |msg| {
                     // The publisher side may already have given up; nothing to do then.
-                    let _ = tx.send(msg);
+                    let _ = tx.send((0, msg));
                 });
             })
             .map_err(|e| thread_spawn_error("subscriber", e))?;
-        let link = PeerLink { rx, who: "the subscriber thread" };
+        let link = PeerLink::new(rx, 1, "the subscriber thread");
         let result = drive_publisher(end.as_mut(), &link, plan, deadline);
         if result.is_err() {
             cancel.store(true, Ordering::Relaxed);
@@ -298,143 +342,122 @@ fn run_with_thread_peer(
     })
 }
 
-fn run_with_process_peer(
+/// Runs a row whose subscribers are processes: opens the publisher end, starts
+/// `row.subscribers` subscriber processes, and lets `drive` run the publisher side. On error
+/// every child is killed and reaped, and what they printed is added to the error.
+pub fn with_process_peers<T>(
     t: &dyn Transport,
     row: &RowConfig,
-    plan: &RunPlan,
-    cpus: CpuPlan,
+    capacity: usize,
+    cpus: &CpuPlan,
     deadline: Instant,
-) -> Result<RowOutcome, BenchError> {
-    // Open our end first: the child may then simply open what we created.
+    drive: impl FnOnce(&mut dyn PublisherEnd, &PeerLink) -> Result<T, BenchError>,
+) -> Result<T, BenchError> {
+    // Open our end first: the children may then simply open what we created.
     let mut end = t.open_publisher(row)?;
-    let (mut child, rx) = ChildPeer::spawn(row, plan.capacity(), cpus.subscriber, deadline)?;
-    let link = PeerLink { rx, who: "the subscriber process" };
-    let result = drive_publisher(end.as_mut(), &link, plan, deadline).and_then(|outcome| {
-        child.wait_exit(deadline)?;
-        Ok(outcome)
-    });
-    match result {
-        Ok(outcome) => Ok(outcome),
-        Err(e) => {
-            let diagnostics = child.kill_and_collect();
-            // Our end first: the cleanup below must not race with our own live ports.
-            drop(end);
-            t.after_peer_failed();
-            Err(if diagnostics.trim().is_empty() {
+    let result = ChildPeers::spawn(row, capacity, cpus, deadline).and_then(|(mut children, link)| {
+        let outcome = drive(end.as_mut(), &link).and_then(|outcome| {
+            children.wait_exit(deadline)?;
+            Ok(outcome)
+        });
+        outcome.map_err(|e| {
+            let diagnostics = children.kill_and_collect();
+            if diagnostics.trim().is_empty() {
                 e
             } else {
                 BenchError::new(format!("{} (subscriber process: {diagnostics})", e.what()), e.fix())
-            })
-        }
+            }
+        })
+    });
+    if result.is_err() {
+        // Our end first: the cleanup below must not race with our own live ports.
+        drop(end);
+        t.after_peer_failed();
     }
+    result
 }
 
-/// The publisher's view of the subscriber side: the messages it reports.
-struct PeerLink {
-    rx: Receiver<PeerMsg>,
-    who: &'static str,
-}
-
-impl PeerLink {
-    fn recv(&self, deadline: Instant, waiting_for: &str) -> Result<PeerMsg, BenchError> {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        match self.rx.recv_timeout(timeout) {
-            Ok(PeerMsg::Failed { what, fix }) => Err(peer_failed(self.who, &what, &fix)),
-            Ok(msg) => Ok(msg),
-            Err(RecvTimeoutError::Timeout) => Err(row_timeout(&format!("{waiting_for} from {}", self.who))),
-            Err(RecvTimeoutError::Disconnected) => Err(BenchError::new(
-                format!("{} ended before reporting {waiting_for}", self.who),
-                "see its output for the cause; rerun the same command to check it is reproducible",
-            )),
-        }
-    }
-
-    /// Fails if the subscriber side has reported a failure or is gone. Cheap; called while
-    /// waiting for acks so that a dead peer is noticed within [`POLL_SLICE`].
-    fn check(&self) -> Result<(), BenchError> {
-        match self.rx.try_recv() {
-            Err(TryRecvError::Empty) => Ok(()),
-            Ok(PeerMsg::Failed { what, fix }) => Err(peer_failed(self.who, &what, &fix)),
-            Ok(other) => Err(BenchError::new(
-                format!("{} sent {other:?} in the middle of the row", self.who),
-                "this is a bug in the harness; please report it",
-            )),
-            Err(TryRecvError::Disconnected) => Err(BenchError::new(
-                format!("{} ended in the middle of the row", self.who),
-                "see its output for the cause; rerun the same command to check it is reproducible",
-            )),
-        }
-    }
-}
-
-fn peer_failed(who: &str, what: &str, fix: &str) -> BenchError {
-    BenchError::new(format!("{who} failed: {what}"), fix)
-}
-
-/// Runs the publisher side of a two-sided row, from "peer ready" to "samples received".
+/// Runs the publisher side of a two-sided latency row, from "peers ready" to "samples
+/// received". With several subscribers each message is acked by all of them before the next
+/// is sent, and its latency is the one to the last subscriber.
 fn drive_publisher(
     end: &mut dyn PublisherEnd,
     link: &PeerLink,
     plan: &RunPlan,
     deadline: Instant,
 ) -> Result<RowOutcome, BenchError> {
-    match link.recv(deadline, "readiness")? {
-        PeerMsg::Ready => {}
-        other => {
-            return Err(BenchError::new(
-                format!("{} sent {other:?} before it was ready", link.who),
-                "this is a bug in the harness; please report it",
-            ))
-        }
-    }
+    link.wait_ready(deadline)?;
 
     let mut clock = RowClock::new(*plan);
+    let mut publish_ns = Vec::with_capacity(plan.capacity());
     let mut seq = 0u64;
     while clock.before_send(seq) {
-        round_trip(end, link, seq, deadline)?;
+        publish_ns.push(round_trip(end, link, seq, deadline)?);
         seq += 1;
     }
     let measured = clock.finish(seq);
     round_trip(end, link, Header::STOP_SEQ, deadline)?;
 
-    let mut samples = match link.recv(deadline, "the samples")? {
-        PeerMsg::Samples { samples_ns } => samples_ns,
-        other => {
-            return Err(BenchError::new(
-                format!("{} sent {other:?} instead of its samples", link.who),
-                "this is a bug in the harness; please report it",
-            ))
-        }
-    };
-    if samples.len() as u64 != seq {
+    let per_subscriber = link.collect(deadline, "the samples", |msg| match msg {
+        PeerMsg::Samples { samples_ns } => Ok(samples_ns),
+        other => Err(other),
+    })?;
+    if let Some(short) = per_subscriber.iter().find(|s| s.len() as u64 != seq) {
         return Err(BenchError::new(
-            format!("{} reported {} samples for {seq} messages", link.who, samples.len()),
+            format!("a subscriber reported {} samples for {seq} messages", short.len()),
             "messages were lost or duplicated; this is a bug in the transport",
         ));
     }
+    let mut samples = latency_to_last(&per_subscriber);
     samples.drain(..measured.warmup as usize);
-    Ok(RowOutcome { samples_ns: samples, round_trips: measured.round_trips, elapsed: measured.elapsed })
+    publish_ns.drain(..measured.warmup as usize);
+    Ok(RowOutcome { samples_ns: samples, publish_ns, round_trips: measured.round_trips, elapsed: measured.elapsed })
 }
 
-/// Sends message `seq` and waits for its ack.
-fn round_trip(end: &mut dyn PublisherEnd, link: &PeerLink, seq: u64, deadline: Instant) -> Result<(), BenchError> {
+/// Sends message `seq`, timing only the transport's send (the harness owns the clock), and
+/// returns the nanoseconds it took.
+pub fn timed_send(end: &mut dyn PublisherEnd, seq: u64) -> Result<u64, BenchError> {
+    let started = monotonic_ns();
     end.send(&mut || Header { seq, t_send_ns: monotonic_ns() }.to_bytes())?;
-    loop {
-        let slice = (Instant::now() + POLL_SLICE).min(deadline);
-        match end.wait_ack(slice)? {
-            Some(ack) if ack == seq => return Ok(()),
-            Some(ack) => {
-                return Err(BenchError::new(
-                    format!("got the ack for message {ack} while waiting for {seq}"),
-                    "messages were reordered or duplicated; this is a bug in the transport",
-                ))
+    Ok(monotonic_ns().saturating_sub(started))
+}
+
+/// Sends message `seq` and waits until every subscriber acked it. Returns the time spent
+/// inside the send, as [`timed_send`].
+fn round_trip(end: &mut dyn PublisherEnd, link: &PeerLink, seq: u64, deadline: Instant) -> Result<u64, BenchError> {
+    let publish_ns = timed_send(end, seq)?;
+    let mut acked = 0;
+    while acked < link.peers() {
+        if next_ack(end, link, seq, deadline, deadline)? {
+            acked += 1;
+        }
+    }
+    Ok(publish_ns)
+}
+
+/// Waits at most one poll slice, and not past `until`, for an ack of `seq`; returns whether
+/// one came. Fails on an ack of another message, a failed or vanished subscriber, or at the
+/// row's `deadline`.
+pub fn next_ack(
+    end: &mut dyn PublisherEnd,
+    link: &PeerLink,
+    seq: u64,
+    until: Instant,
+    deadline: Instant,
+) -> Result<bool, BenchError> {
+    let slice = (Instant::now() + POLL_SLICE).min(until).min(deadline);
+    match end.wait_ack(slice)? {
+        Some(ack) if ack == seq => Ok(true),
+        Some(ack) => Err(BenchError::new(
+            format!("got the ack for message {ack} while waiting for {seq}"),
+            "messages were reordered or duplicated; this is a bug in the transport",
+        )),
+        None => {
+            link.check()?;
+            if Instant::now() >= deadline {
+                return Err(row_timeout(&format!("the ack for message {seq}")));
             }
-            None => {
-                link.check()?;
-                if Instant::now() >= deadline {
-                    return Err(row_timeout(&format!("the ack for message {seq}")));
-                }
-            }
+            Ok(false)
         }
     }
 }
@@ -453,24 +476,26 @@ pub fn subscriber_side(
     cancelled: &dyn Fn() -> bool,
     report: &mut dyn FnMut(PeerMsg),
 ) {
-    let msg = match subscribe(t, row, capacity, deadline, cancelled, report) {
-        Ok(samples_ns) => PeerMsg::Samples { samples_ns },
-        Err(e) => PeerMsg::Failed { what: e.what().to_string(), fix: e.fix().to_string() },
-    };
-    report(msg);
+    let outcome = t.open_subscriber(row).and_then(|mut end| {
+        report(PeerMsg::Ready);
+        match row.measure {
+            Measure::Latency => subscribe(end.as_mut(), t.name(), capacity, deadline, cancelled)
+                .map(|samples_ns| PeerMsg::Samples { samples_ns }),
+            Measure::Throughput => throughput::count(end.as_mut(), t.name(), deadline, cancelled).map(PeerMsg::Counted),
+        }
+    });
+    report(outcome.unwrap_or_else(|e| PeerMsg::Failed { what: e.what().to_string(), fix: e.fix().to_string() }));
 }
 
-fn subscribe(
-    t: &dyn Transport,
-    row: &RowConfig,
-    capacity: usize,
+/// Waits for the next message and returns its header and when it arrived
+/// (`CLOCK_MONOTONIC`, read while the message is still held). Fails when the row's
+/// `deadline` passes or `cancelled` says the publisher side is gone.
+pub fn next_message(
+    end: &mut dyn SubscriberEnd,
+    transport: &str,
     deadline: Instant,
     cancelled: &dyn Fn() -> bool,
-    report: &mut dyn FnMut(PeerMsg),
-) -> Result<Vec<u64>, BenchError> {
-    let mut end = t.open_subscriber(row)?;
-    report(PeerMsg::Ready);
-    let mut samples: Vec<u64> = Vec::with_capacity(capacity);
+) -> Result<(Header, u64), BenchError> {
     loop {
         let mut arrival = None;
         let slice = (Instant::now() + POLL_SLICE).min(deadline);
@@ -489,10 +514,26 @@ fn subscribe(
         }
         let Some((Some(header), t_recv)) = arrival else {
             return Err(BenchError::new(
-                format!("transport `{}` delivered a message without a complete 16-byte header", t.name()),
+                format!("transport `{transport}` delivered a message without a complete 16-byte header"),
                 "this is a bug in the transport",
             ));
         };
+        return Ok((header, t_recv));
+    }
+}
+
+/// The subscriber's ping-pong loop: acks every message and records its latency until the stop
+/// message.
+fn subscribe(
+    end: &mut dyn SubscriberEnd,
+    transport: &str,
+    capacity: usize,
+    deadline: Instant,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<u64>, BenchError> {
+    let mut samples: Vec<u64> = Vec::with_capacity(capacity);
+    loop {
+        let (header, t_recv) = next_message(end, transport, deadline, cancelled)?;
         end.ack(header.seq)?;
         if header.seq == Header::STOP_SEQ {
             return Ok(samples);
@@ -511,7 +552,7 @@ fn subscribe(
 mod tests {
     use super::*;
     use crate::bench::transport::{SubscriberEnd, HEADER_LEN};
-    use std::sync::mpsc::Sender;
+    use std::sync::mpsc::{Receiver, Sender};
     use std::sync::Mutex;
 
     /// The subscriber's halves of the channels, handed over from `open_publisher`.
@@ -590,15 +631,13 @@ mod tests {
     }
 
     fn row(size: usize) -> RowConfig {
-        RowConfig { transport: "test-channel".into(), wait: WaitMode::Block, size, channel: "test".into() }
+        RowConfig::latency("test-channel", WaitMode::Block, size, "test".into())
     }
-
-    const NO_PINNING: CpuPlan = CpuPlan { publisher: None, subscriber: None };
 
     #[test]
     fn thread_peer_row_measures_every_iteration() {
         let t = ChannelTransport::new(false);
-        let outcome = run_row(&t, &row(8), &plan(100, Duration::from_secs(30)), NO_PINNING).unwrap();
+        let outcome = run_row(&t, &row(8), &plan(100, Duration::from_secs(30)), &CpuPlan::NONE).unwrap();
         assert_eq!(outcome.samples_ns.len(), 100);
         assert_eq!(outcome.round_trips, 100);
         assert!(outcome.elapsed > Duration::ZERO);
@@ -610,7 +649,7 @@ mod tests {
         let mut p = plan(100, Duration::from_secs(30));
         p.row_timeout = Duration::from_millis(500);
         let started = Instant::now();
-        let err = run_row(&t, &row(8), &p, NO_PINNING).unwrap_err();
+        let err = run_row(&t, &row(8), &p, &CpuPlan::NONE).unwrap_err();
         // Either side may give up first (the publisher waiting for its ack, or
         // the subscriber thread waiting for the next message); both end the row.
         assert!(err.what().contains("gave up waiting for the"), "{err}");

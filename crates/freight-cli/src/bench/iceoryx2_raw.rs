@@ -90,8 +90,11 @@ fn service_name(row: &RowConfig, suffix: &str) -> Result<ServiceName, BenchError
 /// The configuration is deliberately minimal. Every publisher preallocates
 /// `max_subscribers * (buffer + borrowed) + history + loaned` samples of the maximum slice
 /// length in /dev/shm (and iceoryx2 zeroes that memory when it creates it), so at 128 MiB
-/// each extra slot costs 128 MiB. Ping-pong has one message in flight; the one publisher and
-/// one subscriber per service give 1 * (2 + 1) + 0 + 1 = 4 samples.
+/// each extra slot costs 128 MiB. Ping-pong has one message in flight; one publisher and N
+/// subscribers (`row.subscribers`, 1 unless fan-out is measured) give N * (2 + 1) + 0 + 1
+/// samples. The data service keeps iceoryx2's default safe overflow: a full queue drops its
+/// oldest sample and the publisher never waits, the keep-last semantics the throughput rows
+/// document (ping-pong never fills a queue, so latency rows never lose a message).
 struct Services {
     data: PubSubFactory<ipc::Service, [u8], ()>,
     ack: PubSubFactory<ipc::Service, u64, ()>,
@@ -101,11 +104,13 @@ struct Services {
 
 impl Services {
     fn open_or_create(node: &Node<ipc::Service>, row: &RowConfig) -> Result<Self, BenchError> {
+        // One reader per subscriber process on the data, one writer per subscriber on the acks.
+        let readers = row.subscribers.max(1);
         let data = node
             .service_builder(&service_name(row, "data")?)
             .publish_subscribe::<[u8]>()
             .max_publishers(1)
-            .max_subscribers(1)
+            .max_subscribers(readers)
             .subscriber_max_buffer_size(2)
             .subscriber_max_borrowed_samples(1)
             .history_size(0)
@@ -114,22 +119,23 @@ impl Services {
         let ack = node
             .service_builder(&service_name(row, "ack")?)
             .publish_subscribe::<u64>()
-            .max_publishers(1)
+            .max_publishers(readers)
             .max_subscribers(1)
             .subscriber_max_buffer_size(2)
             .subscriber_max_borrowed_samples(1)
             .history_size(0)
             .open_or_create()
             .map_err(|e| iox_error(format!("cannot open the iceoryx2 ack service: {e}")))?;
-        let event = |suffix: &str| -> Result<EventFactory<ipc::Service>, BenchError> {
-            node.service_builder(&service_name(row, suffix)?)
-                .event()
-                .max_notifiers(1)
-                .max_listeners(1)
-                .open_or_create()
-                .map_err(|e| iox_error(format!("cannot open the iceoryx2 event service {suffix}: {e}")))
-        };
-        Ok(Self { data, ack, data_event: event("data-event")?, ack_event: event("ack-event")? })
+        let event =
+            |suffix: &str, notifiers: usize, listeners: usize| -> Result<EventFactory<ipc::Service>, BenchError> {
+                node.service_builder(&service_name(row, suffix)?)
+                    .event()
+                    .max_notifiers(notifiers)
+                    .max_listeners(listeners)
+                    .open_or_create()
+                    .map_err(|e| iox_error(format!("cannot open the iceoryx2 event service {suffix}: {e}")))
+            };
+        Ok(Self { data, ack, data_event: event("data-event", 1, readers)?, ack_event: event("ack-event", readers, 1)? })
     }
 }
 

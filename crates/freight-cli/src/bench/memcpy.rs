@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn copies_the_header_through() {
-        let row = RowConfig { transport: "memcpy".into(), wait: WaitMode::Spin, size: 8, channel: "test".into() };
+        let row = RowConfig::latency("memcpy", WaitMode::Spin, 8, "test".into());
         let mut lb = Memcpy.open_loopback(&row).unwrap();
         let sent = Header { seq: 7, t_send_ns: 42 };
         let mut got = None;

@@ -33,6 +33,13 @@
 //!   `--duration-per-row` seconds, whichever comes first, but never with fewer than
 //!   [`MIN_SAMPLES`] samples. The publisher then sends a stop message (`seq == u64::MAX`),
 //!   which the subscriber acks before it reports its samples.
+//! * **Fan-out** (`--subscribers N`, the `fanout` module). For `shm-loan`, `shm-copy` and
+//!   `iceoryx2` a row may have N subscriber processes, pinned round robin to the CPUs after
+//!   the publisher's (with fewer CPUs than N + 1 they share cores). Every message goes to all
+//!   N and the next one only after all N acked; a message's latency is the largest of its N
+//!   one-way latencies (to the last subscriber). The table and JSON then add `subscribers`
+//!   and `publish_p50_us`: the median time the publisher spent inside the transport's send
+//!   (loan, header, publish, and in block mode the wake-up), timed by the harness around it.
 //! * **Results.** The subscriber reports all its latency samples to the publisher side: as
 //!   JSON lines on the child's stdout for process transports, over a channel for threads.
 //!   Statistics are p50 / p99 / max (nearest-rank percentiles) and msgs/s = measured round
@@ -56,11 +63,14 @@
 //!
 //! `freight bench ros2` (the `ros2` module) is a separate benchmark with its own protocol
 //! notes: freight against stock rclpy on Fast DDS, whole ROS 2 messages, one run, one host,
-//! in a private network namespace. `freight bench soak` (the `soak` module) is a chaos soak,
-//! not a measurement: its module documents the graph, the chaos and every check.
+//! in a private network namespace. `freight bench throughput` (the `throughput` module) runs a
+//! publisher in a tight loop to N subscriber processes and documents its own protocol.
+//! `freight bench soak` (the `soak` module) is a chaos soak, not a measurement: its module
+//! documents the graph, the chaos and every check.
 
 mod args;
 mod dds;
+mod fanout;
 mod freight_impl;
 mod freight_transports;
 mod harness;
@@ -74,6 +84,7 @@ mod ros2;
 mod soak;
 mod stats;
 mod sys;
+mod throughput;
 mod transport;
 mod unshare;
 
@@ -81,11 +92,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerArgs, TransportKind};
+pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerArgs, ThroughputArgs, TransportKind};
+pub use fanout::Fanout;
 pub use harness::RunPlan;
 pub use report::RowStats;
 pub use ros2::{run as run_ros2, run_peer as run_ros2_peer, Ros2Args, Ros2PeerArgs};
 pub use soak::{run as run_soak, run_worker as run_soak_worker, SoakArgs, SoakWorkerArgs};
+pub use throughput::run as run_throughput;
 pub use transport::{Placement, Transport, WaitMode};
 
 /// Warm-up round trips discarded at the start of every row.
@@ -242,10 +255,30 @@ impl LatencyJob {
     }
 }
 
-/// Runs a latency job: measures every row, prints the table to stdout, writes the optional
-/// JSON and PNG files. Progress goes to stderr.
+/// Runs a latency job with one subscriber per row: measures every row, prints the table to
+/// stdout, writes the optional JSON and PNG files. Progress goes to stderr.
 pub fn run_latency(job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
+    run_latency_fanout(job, &Fanout::single())
+}
+
+/// Entry point of `freight bench latency` (Rust): the job and the subscriber counts of
+/// `args`, checked, then measured as [`run_latency_fanout`] does.
+pub fn run_latency_args(args: &LatencyArgs) -> Result<Vec<RowStats>, BenchError> {
+    let job = LatencyJob::from_args(args)?;
+    let fanout = Fanout::new(&args.subscribers, &job.transports)?;
+    run_latency_fanout(&job, &fanout)
+}
+
+/// Runs a latency job once per subscriber count of `fanout` (see the `fanout` module), as
+/// [`run_latency`] does.
+pub fn run_latency_fanout(job: &LatencyJob, fanout: &Fanout) -> Result<Vec<RowStats>, BenchError> {
     sys::quiet_iceoryx2_logs();
+    if fanout.shown() && job.plot.is_some() {
+        return Err(BenchError::new(
+            "--plot draws one line per transport and wait, not one per number of subscribers",
+            "drop --plot, or plot a run with --subscribers 1",
+        ));
+    }
     // Resolve everything up front: an unimplemented transport or a missing font should fail
     // in the first second, not after minutes of measuring.
     let names: Vec<&str> = job.transports.iter().map(|t| t.as_str()).collect();
@@ -257,7 +290,7 @@ pub fn run_latency(job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
         check_output_path(path, "--plot")?;
         plot::check_font()?;
     }
-    let rows = harness::run_all(&transports, job)?;
+    let rows = harness::run_all(&transports, job, fanout)?;
     let table = report::render_table(&rows, job.title.as_deref());
     sys::print_stdout(&table);
     if let Some(path) = &job.json {
@@ -276,6 +309,12 @@ pub fn run_latency(job: &LatencyJob) -> Result<Vec<RowStats>, BenchError> {
 /// Entry point of `freight bench latency --lang python`: runs the Python benchmark in the
 /// interpreter that `--python` or `$FREIGHT_PYTHON` names and returns its exit status.
 pub fn run_python(args: &LatencyArgs) -> Result<ExitCode, BenchError> {
+    if args.subscribers.iter().any(|&n| n != 1) {
+        return Err(BenchError::new(
+            "--subscribers applies to --lang rust only",
+            "drop --subscribers, or measure fan-out with the Rust transports",
+        ));
+    }
     python::run(args)
 }
 

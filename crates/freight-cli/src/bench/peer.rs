@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::args::PeerArgs;
 use super::harness::subscriber_side;
 use super::sys::pin_current_thread;
+use super::throughput::Counts;
 use super::transport::RowConfig;
 use super::{find_transport, BenchError, ROW_TIMEOUT};
 
@@ -35,6 +36,8 @@ pub enum PeerMsg {
         /// One-way latencies in nanoseconds.
         samples_ns: Vec<u64>,
     },
+    /// The throughput row is over: what the subscriber counted after the warm-up.
+    Counted(Counts),
     /// The subscriber side failed.
     Failed {
         /// What went wrong.
@@ -54,14 +57,16 @@ pub struct ChildPeer {
 }
 
 impl ChildPeer {
-    /// Starts the subscriber for `row`, pinned to `cpu`, giving up by itself at `deadline`.
-    /// Returns the child and the channel its [`PeerMsg`]s arrive on.
+    /// Starts subscriber number `index` of `row`, pinned to `cpu`, giving up by itself at
+    /// `deadline`. Its [`PeerMsg`]s arrive on `tx`, tagged with `index`.
     pub fn spawn(
         row: &RowConfig,
+        index: usize,
         capacity: usize,
         cpu: Option<usize>,
         deadline: Instant,
-    ) -> Result<(Self, Receiver<PeerMsg>), BenchError> {
+        tx: Sender<(usize, PeerMsg)>,
+    ) -> Result<Self, BenchError> {
         let exe = std::env::current_exe().map_err(|e| {
             BenchError::new(
                 format!("cannot find the freight executable to start the subscriber process: {e}"),
@@ -90,11 +95,10 @@ impl ChildPeer {
         })?;
 
         let diagnostics = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
         let mut readers = Vec::new();
         if let Some(stdout) = child.stdout.take() {
             let diag = Arc::clone(&diagnostics);
-            readers.push(std::thread::spawn(move || read_messages(stdout, tx, &diag)));
+            readers.push(std::thread::spawn(move || read_messages(stdout, index, tx, &diag)));
         }
         if let Some(stderr) = child.stderr.take() {
             let diag = Arc::clone(&diagnostics);
@@ -105,7 +109,7 @@ impl ChildPeer {
                 }
             }));
         }
-        Ok((Self { child, readers, diagnostics, reaped: false }, rx))
+        Ok(Self { child, readers, diagnostics, reaped: false })
     }
 
     /// Waits for the child to exit after it reported its samples; an unclean exit or one past
@@ -181,12 +185,12 @@ impl Drop for ChildPeer {
     }
 }
 
-fn read_messages(stdout: impl Read, tx: Sender<PeerMsg>, diag: &Mutex<String>) {
+fn read_messages(stdout: impl Read, index: usize, tx: Sender<(usize, PeerMsg)>, diag: &Mutex<String>) {
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<PeerMsg>(&line) {
             Ok(msg) => {
-                if tx.send(msg).is_err() {
+                if tx.send((index, msg)).is_err() {
                     break;
                 }
             }

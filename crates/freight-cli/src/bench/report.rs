@@ -25,6 +25,14 @@ pub struct RowStats {
     pub max_us: f64,
     /// Completed round trips per second.
     pub msgs_per_s: f64,
+    /// Subscriber processes of the row; only present when more than one was asked for
+    /// (`--subscribers`), and then the latencies are to the last subscriber.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscribers: Option<usize>,
+    /// Median time the publisher spent inside one publish (loan, header, send), µs; present
+    /// with `subscribers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_p50_us: Option<f64>,
 }
 
 /// The transport a row is compared against, or `None` if the transport is itself a baseline.
@@ -51,13 +59,19 @@ pub enum VsBaseline {
     Missing,
 }
 
-/// Computes the "vs baseline" cell for `row` among `rows`.
+/// Computes the "vs baseline" cell for `row` among `rows`: the baseline with the same size,
+/// wait and number of subscribers.
 pub fn vs_baseline(row: &RowStats, rows: &[RowStats]) -> VsBaseline {
     let Some(base_name) = baseline_of(&row.transport) else {
         return VsBaseline::Baseline;
     };
     rows.iter()
-        .find(|b| b.transport == base_name && b.size_bytes == row.size_bytes && b.wait == row.wait)
+        .find(|b| {
+            b.transport == base_name
+                && b.size_bytes == row.size_bytes
+                && b.wait == row.wait
+                && b.subscribers == row.subscribers
+        })
         .filter(|b| b.p50_us > 0.0)
         .map_or(VsBaseline::Missing, |b| VsBaseline::Ratio(row.p50_us / b.p50_us))
 }
@@ -73,7 +87,8 @@ pub fn speedup_over_dds(row: &RowStats, rows: &[RowStats]) -> Option<f64> {
         .map(|d| d.p50_us / row.p50_us)
 }
 
-fn fmt_us(v: f64) -> String {
+/// Formats microseconds with three significant digits or so.
+pub fn fmt_us(v: f64) -> String {
     if v < 10.0 {
         format!("{v:.2}")
     } else if v < 1000.0 {
@@ -83,46 +98,60 @@ fn fmt_us(v: f64) -> String {
     }
 }
 
-/// Renders the table: one line per row, columns aligned, numbers right-aligned.
+/// Renders the table: one line per row, columns aligned, numbers right-aligned. With
+/// fan-out rows it gains the number of subscribers and the publisher's cost per publish.
 pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
     let with_dds = rows.iter().any(|r| r.transport == "dds");
-    let mut header = vec!["transport", "wait", "size", "p50 µs", "p99 µs", "max µs", "msgs/s", "vs baseline"];
+    let with_fanout = rows.iter().any(|r| r.subscribers.is_some());
+    let mut header = vec!["transport", "wait"];
+    if with_fanout {
+        header.push("subs");
+    }
+    header.extend(["size", "p50 µs", "p99 µs", "max µs"]);
+    if with_fanout {
+        header.push("publish p50 µs");
+    }
+    header.extend(["msgs/s", "vs baseline"]);
     if with_dds {
         header.push("faster than dds");
     }
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let mut cells = vec![
-                r.transport.clone(),
-                r.wait.clone(),
-                format_size(r.size_bytes),
-                fmt_us(r.p50_us),
-                fmt_us(r.p99_us),
-                fmt_us(r.max_us),
-                format!("{:.0}", r.msgs_per_s),
-                match vs_baseline(r, rows) {
-                    VsBaseline::Baseline => "baseline".to_string(),
-                    VsBaseline::Ratio(x) => format!("{x:.2}x"),
-                    VsBaseline::Missing => "-".to_string(),
-                },
-            ];
+            let mut cells = vec![r.transport.clone(), r.wait.clone()];
+            if with_fanout {
+                cells.push(r.subscribers.map_or_else(|| "-".to_string(), |n| n.to_string()));
+            }
+            cells.extend([format_size(r.size_bytes), fmt_us(r.p50_us), fmt_us(r.p99_us), fmt_us(r.max_us)]);
+            if with_fanout {
+                cells.push(r.publish_p50_us.map_or_else(|| "-".to_string(), fmt_us));
+            }
+            cells.push(format!("{:.0}", r.msgs_per_s));
+            cells.push(match vs_baseline(r, rows) {
+                VsBaseline::Baseline => "baseline".to_string(),
+                VsBaseline::Ratio(x) => format!("{x:.2}x"),
+                VsBaseline::Missing => "-".to_string(),
+            });
             if with_dds {
                 cells.push(speedup_over_dds(r, rows).map_or_else(|| "-".to_string(), |x| format!("{x:.1}x")));
             }
             cells
         })
         .collect();
+    render_grid(&header, &body, 2, title)
+}
+
+/// Renders a table with `header` over `body`: columns aligned, the first `text_columns`
+/// left-aligned and the numbers after them right-aligned, an optional title above.
+pub fn render_grid(header: &[&str], body: &[Vec<String>], text_columns: usize, title: Option<&str>) -> String {
     // Width in characters, not bytes: "µ" is two bytes.
     let width = |s: &str| s.chars().count();
     let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
-    for line in &body {
+    for line in body {
         for (w, cell) in widths.iter_mut().zip(line) {
             *w = (*w).max(width(cell));
         }
     }
-    // Text columns left-aligned, numbers right-aligned.
-    let left = |column: usize| column < 2;
     let fmt_line = |cells: &[String]| {
         let parts: Vec<String> = cells
             .iter()
@@ -130,7 +159,7 @@ pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
             .enumerate()
             .map(|(i, (c, &w))| {
                 let pad = " ".repeat(w - width(c));
-                if left(i) {
+                if i < text_columns {
                     format!("{c}{pad}")
                 } else {
                     format!("{pad}{c}")
@@ -148,14 +177,14 @@ pub fn render_table(rows: &[RowStats], title: Option<&str>) -> String {
     out.push_str(&fmt_line(&header));
     let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
     out.push_str(&format!("{}\n", rule.join("-|-")));
-    for line in &body {
+    for line in body {
         out.push_str(&fmt_line(line));
     }
     out
 }
 
 /// Writes the rows as a pretty-printed JSON list.
-pub fn write_json(path: &Path, rows: &[RowStats]) -> Result<(), BenchError> {
+pub fn write_json<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), BenchError> {
     let text = serde_json::to_string_pretty(rows).map_err(|e| {
         BenchError::new(format!("could not encode the results as JSON: {e}"), "this is a bug; please report it")
     })?;
@@ -180,6 +209,8 @@ mod tests {
             p99_us: p50 * 2.0,
             max_us: p50 * 3.0,
             msgs_per_s: 1000.0,
+            subscribers: None,
+            publish_p50_us: None,
         }
     }
 
@@ -240,6 +271,27 @@ mod tests {
         assert!(lines[4].contains("baseline"));
         assert!(lines[5].ends_with("1.50x"));
         assert!(lines[5].contains("8 B"));
+    }
+
+    #[test]
+    fn fanout_rows_compare_with_the_baseline_of_the_same_subscriber_count() {
+        let fan = |transport: &str, n: usize, p50: f64| RowStats {
+            subscribers: Some(n),
+            publish_p50_us: Some(0.5),
+            ..row(transport, "block", 8 << 20, p50)
+        };
+        let rows =
+            vec![fan("iceoryx2", 1, 2.0), fan("iceoryx2", 8, 10.0), fan("shm-loan", 1, 3.0), fan("shm-loan", 8, 12.0)];
+        assert_eq!(vs_baseline(&rows[2], &rows), VsBaseline::Ratio(1.5));
+        assert_eq!(vs_baseline(&rows[3], &rows), VsBaseline::Ratio(1.2));
+        let table = render_table(&rows, None);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("transport | wait  | subs |  size |"), "{table}");
+        assert!(lines[0].contains("max µs | publish p50 µs | msgs/s"), "{table}");
+        assert!(lines[5].contains("|    8 | 8 MiB |") && lines[5].ends_with("1.20x"), "{table}");
+        let value = serde_json::to_value(&rows[3]).unwrap();
+        assert_eq!(value["subscribers"], 8);
+        assert_eq!(value["publish_p50_us"], 0.5);
     }
 
     #[test]

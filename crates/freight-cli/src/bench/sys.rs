@@ -17,26 +17,35 @@ pub fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
-/// Which CPU each side of a row is pinned to, if any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which CPU each side of a row is pinned to, if any. Detected once, before any thread is
+/// pinned: a pinned thread may only see its own CPU, and a child process inherits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuPlan {
     /// CPU of the publisher thread (and of the single `memcpy` thread).
     pub publisher: Option<usize>,
-    /// CPU of the subscriber thread or process.
-    pub subscriber: Option<usize>,
+    /// CPUs of the subscriber threads or processes, used round robin; empty: not pinned.
+    pub subscribers: Vec<usize>,
 }
 
 impl CpuPlan {
-    /// Pins the publisher to the first allowed CPU and the subscriber to the second, when
-    /// there are at least two. With a single CPU pinning both sides to it would only add
-    /// scheduler noise, so nothing is pinned.
+    /// Pins the publisher to the first allowed CPU and the subscribers round robin to the
+    /// others, when there are at least two. With a single CPU pinning both sides to it would
+    /// only add scheduler noise, so nothing is pinned.
     pub fn detect() -> Self {
         let cpus = allowed_cpus();
-        if cpus.len() >= 2 {
-            Self { publisher: Some(cpus[0]), subscriber: Some(cpus[1]) }
-        } else {
-            Self { publisher: None, subscriber: None }
+        match cpus.split_first() {
+            Some((&first, rest)) if !rest.is_empty() => Self { publisher: Some(first), subscribers: rest.to_vec() },
+            _ => Self::NONE,
         }
+    }
+
+    /// Nothing pinned.
+    pub const NONE: Self = Self { publisher: None, subscribers: Vec::new() };
+
+    /// The CPU of subscriber `index` (0 for a single subscriber): round robin over the CPUs
+    /// after the publisher's, so with fewer CPUs than subscribers + 1 they share cores.
+    pub fn subscriber(&self, index: usize) -> Option<usize> {
+        (!self.subscribers.is_empty()).then(|| self.subscribers[index % self.subscribers.len()])
     }
 }
 
@@ -67,4 +76,20 @@ pub fn print_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscribers_go_round_robin_over_the_cpus_after_the_publishers() {
+        let plan = CpuPlan { publisher: Some(0), subscribers: vec![1, 2, 3] };
+        let cpus: Vec<Option<usize>> = (0..5).map(|i| plan.subscriber(i)).collect();
+        assert_eq!(cpus, [Some(1), Some(2), Some(3), Some(1), Some(2)]);
+        assert_eq!(CpuPlan::NONE.subscriber(3), None);
+        let detected = CpuPlan::detect();
+        assert_eq!(detected.publisher.is_some(), !detected.subscribers.is_empty());
+        assert!(!detected.subscribers.contains(&detected.publisher.unwrap_or(usize::MAX)));
+    }
 }

@@ -75,9 +75,40 @@ pub struct RowConfig {
     /// A name unique to this row and this bench run; transports derive their service / topic
     /// names from it so that rows and concurrent runs never share state.
     pub channel: String,
+    /// Subscriber processes the row runs (fan-out); every message goes to all of them. Each
+    /// transport sizes its services for this many readers.
+    #[serde(default = "one_subscriber")]
+    pub subscribers: usize,
+    /// What the row measures, which also decides the delivery semantics the ends use.
+    #[serde(default)]
+    pub measure: Measure,
+}
+
+fn one_subscriber() -> usize {
+    1
+}
+
+/// What a row measures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Measure {
+    /// Ping-pong: one message in flight, acked by every subscriber before the next. The ends
+    /// deliver reliably (a lost message would stall the row, which then fails).
+    #[default]
+    Latency,
+    /// The publisher sends in a tight loop and the subscribers take what they can. Nothing
+    /// waits for a slow subscriber: each end keeps the newest messages in a full queue and
+    /// drops the rest, as a camera stream with `SensorDataQoS` does (see the `throughput`
+    /// module).
+    Throughput,
 }
 
 impl RowConfig {
+    /// A single-subscriber latency row, what `freight bench latency` measures by default.
+    pub fn latency(transport: &str, wait: WaitMode, size: usize, channel: String) -> Self {
+        Self { transport: transport.into(), wait, size, channel, subscribers: 1, measure: Measure::Latency }
+    }
+
     /// Bytes actually sent per message: the requested size, but at least the header.
     pub fn wire_len(&self) -> usize {
         self.size.max(HEADER_LEN)

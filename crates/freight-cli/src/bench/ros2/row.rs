@@ -39,7 +39,7 @@ pub fn run_all(plan: &Plan) -> Result<Vec<Row>, BenchError> {
          {} warm-up, then {} round trips or {:.1} s per row",
         plan.messages.len() * plan.stacks.len(),
         cpu_name(cpus.publisher),
-        cpu_name(cpus.subscriber),
+        cpu_name(cpus.subscriber(0)),
         plan.warmup,
         plan.count,
         plan.duration.as_secs_f64()
@@ -70,7 +70,7 @@ pub fn run_all(plan: &Plan) -> Result<Vec<Row>, BenchError> {
                             stack.label(),
                             message.label()
                         );
-                        let outcome = measure(plan, stack, message, cpus, &work, rows.len());
+                        let outcome = measure(plan, stack, message, &cpus, &work, rows.len());
                         eprintln!("{}", outcome.brief());
                         outcome
                     }
@@ -333,7 +333,7 @@ fn topic(index: usize) -> String {
 }
 
 /// Measures one row.
-fn measure(plan: &Plan, stack: Stack, message: MessageKind, cpus: CpuPlan, work: &WorkDir, index: usize) -> Outcome {
+fn measure(plan: &Plan, stack: Stack, message: MessageKind, cpus: &CpuPlan, work: &WorkDir, index: usize) -> Outcome {
     match measure_row(plan, stack, message, cpus, work, index) {
         Ok(m) => Outcome::Measured(m),
         Err(PeerFailure::TimedOut(what)) => Outcome::TimedOut(what),
@@ -345,7 +345,7 @@ fn measure_row(
     plan: &Plan,
     stack: Stack,
     message: MessageKind,
-    cpus: CpuPlan,
+    cpus: &CpuPlan,
     work: &WorkDir,
     index: usize,
 ) -> Result<Measured, PeerFailure> {
@@ -364,7 +364,7 @@ fn measure_row(
     };
     let row_end = Instant::now() + START_LIMIT * 2 + plan.duration + ROW_SLACK;
     let loopback_before = loopback_bytes();
-    let mut sub = Peer::start(command("sub")?, "subscriber", cpus.subscriber)?;
+    let mut sub = Peer::start(command("sub")?, "subscriber", cpus.subscriber(0))?;
     sub.expect("READY", START_LIMIT)?;
     let mut publisher = Peer::start(command("pub")?, "publisher", cpus.publisher)?;
     publisher.expect("READY", START_LIMIT)?;
