@@ -89,10 +89,10 @@ COMMANDS IN DETAIL
       the `cuda`, `cuda-host` and `cpu` transports at 1920x1080, 2560x1440 and 3840x2160,
       frames per second, speedup and one-way latency (torch on a CUDA GPU; numpy with `shm`
       vs `cpu` without one). Two tables: end to end (each frame drawn as it is sent), then
-      transport only (frames drawn before measuring and replayed), which adds each side's CPU
-      time per frame and the display's time inside freight; the last line is the headline,
-      the zero-copy transport against copies. Runs `PATH -m freight.demos.robot_arm ARGS`
-      (PATH as for `bench latency --lang python`).
+      transport only (frames drawn before measuring and replayed), which adds each side's
+      CPU time per frame and the display's time inside freight; the last line is the
+      headline, the zero-copy transport against copies.
+      Runs `PATH -m freight.demos.robot_arm ARGS` (PATH as for `bench latency --lang python`).
 
   freight topic list [-t] | info TOPIC [-v] | echo TOPIC [--once|--count N] [-f] | hz TOPIC | bw TOPIC
       As `ros2 topic`, for the topics of this host. `info -v` shows each endpoint's node,
