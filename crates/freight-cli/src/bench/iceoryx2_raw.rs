@@ -62,12 +62,21 @@ fn iox_error(what: String) -> BenchError {
     )
 }
 
+/// iceoryx2's built-in defaults, sized as freight sizes them (`freight::node`): a subscriber
+/// keeps 16 slots for publishers that left with samples queued, not 128, which every `receive`
+/// walks. The baseline is iceoryx2 configured the way freight configures it.
+fn baseline_config() -> Config {
+    let mut config = Config::default();
+    config.defaults.publish_subscribe.subscriber_expired_connection_buffer = 16;
+    config
+}
+
 fn new_node() -> Result<Node<ipc::Service>, BenchError> {
     NodeBuilder::new()
         // iceoryx2's built-in defaults, not a config file it would look up in the working
         // directory or the home directory: the baseline must not change with where the bench
         // is started from (and the lookup warns on every run when no file exists).
-        .config(&Config::default())
+        .config(&baseline_config())
         // iceoryx2 would otherwise install SIGINT/SIGTERM handlers and Ctrl+C would no longer
         // stop the benchmark.
         .signal_handling_mode(SignalHandlingMode::Disabled)
