@@ -156,6 +156,10 @@ pub(crate) struct IntraQueue {
     /// here millions of times a second and must not take the mutex to see "empty".
     queued: AtomicUsize,
     space: Condvar,
+    /// Publishers waiting on `space`, changed and read under the `frames`
+    /// lock: `Condvar::notify_one` is a futex system call even when nobody
+    /// waits, which would cost every in-process take one.
+    waiting: AtomicUsize,
 }
 
 /// Whether an in-process delivery went through.
@@ -175,6 +179,7 @@ impl IntraQueue {
             frames: Mutex::new(VecDeque::with_capacity(depth)),
             queued: AtomicUsize::new(0),
             space: Condvar::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -191,7 +196,9 @@ impl IntraQueue {
                 if left.is_zero() {
                     return Delivery::TimedOut;
                 }
+                self.waiting.fetch_add(1, Ordering::Relaxed);
                 q = self.space.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
             }
         }
         q.push_back(frame);
@@ -206,8 +213,9 @@ impl IntraQueue {
         let mut q = lock(&self.frames);
         let f = q.pop_front();
         self.queued.store(q.len(), Ordering::Release);
+        let anyone_waiting = self.waiting.load(Ordering::Relaxed) > 0;
         drop(q);
-        if f.is_some() {
+        if f.is_some() && anyone_waiting {
             self.space.notify_one();
         }
         f

@@ -113,6 +113,29 @@ fn reliable_publisher_reports_a_full_queue_after_its_blocking_time() {
 }
 
 #[test]
+fn a_reliable_publisher_waiting_for_room_is_woken_by_the_take_that_makes_it() {
+    let n = node("woken");
+    let t = topic("woken");
+    // Room comes after 100 ms; the blocking time is far longer, so a publish
+    // that returns before it was woken by the take, not by its timeout.
+    let blocking = Duration::from_secs(20);
+    let qos = QoS::keep_last(1).with_max_blocking_time(blocking);
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
+    publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| 1)).unwrap();
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(sub.try_take().unwrap().is_some());
+        });
+        publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| 2)).unwrap();
+    });
+    assert!(start.elapsed() < blocking / 2, "the publisher waited {:?} for room", start.elapsed());
+    assert_eq!(sub.try_take().unwrap().expect("the second message").data.as_bytes().unwrap()[0], 2);
+}
+
+#[test]
 fn transient_local_late_joiner_gets_the_last_n() {
     let limits = Limits { max_history: 3, ..Default::default() };
     let n = ContextBuilder::default().limits(limits).create().unwrap().create_node("latch").unwrap();
