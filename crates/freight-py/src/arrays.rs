@@ -308,12 +308,15 @@ pub(crate) struct LoanLayout {
     pub(crate) device: (i32, i32),
 }
 
-/// Read-only pages of zeros, as many as a published loan had: an anonymous
-/// private mapping, which costs no memory (reads see the kernel's one zero
-/// page). A published loan's array is pointed here, because the loan's memory
-/// now belongs to the subscribers and returns to the publisher's pool when they
-/// release it, to be lent again, or unmapped: the array must neither write it
-/// nor read it.
+/// Read-only pages of zeros: an anonymous private mapping, which costs no
+/// memory (reads see the kernel's one zero page). A published loan's array is
+/// pointed here, because the loan's memory now belongs to the subscribers and
+/// returns to the publisher's pool when they release it, to be lent again, or
+/// unmapped: the array must neither write it nor read it.
+///
+/// One mapping serves every published loan of the process that fits in it
+/// ([`ZeroPages::at_least`]): a mapping per publish cost an `mmap` and a
+/// `munmap` (with its TLB shootdown) on every publish from Python.
 pub(crate) struct ZeroPages {
     ptr: ptr::NonNull<libc::c_void>,
     len: usize,
@@ -325,6 +328,21 @@ unsafe impl Send for ZeroPages {}
 unsafe impl Sync for ZeroPages {}
 
 impl ZeroPages {
+    /// Zero pages of at least `len` bytes, shared: the process's current
+    /// mapping if it is large enough, else a new one twice as large as asked
+    /// (the old one lives on while arrays point into it).
+    fn at_least(len: usize) -> PyResult<Arc<ZeroPages>> {
+        static CURRENT: Mutex<Option<Arc<ZeroPages>>> = Mutex::new(None);
+        let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pages) = current.as_ref().filter(|p| p.len >= len) {
+            return Ok(pages.clone());
+        }
+        // Growing by doubling maps O(log n) times for any sequence of sizes.
+        let pages = Arc::new(ZeroPages::new(len.checked_next_power_of_two().unwrap_or(len))?);
+        *current = Some(pages.clone());
+        Ok(pages)
+    }
+
     fn new(len: usize) -> PyResult<ZeroPages> {
         // SAFETY: a new anonymous mapping; no existing memory is touched.
         let ptr = unsafe {
@@ -349,7 +367,7 @@ impl ZeroPages {
 impl Drop for ZeroPages {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, unmapped once. Arrays over it are
-        // gone: it is dropped with the loan object they all reference (their base).
+        // gone: each loan object they reference (their base) holds it.
         unsafe { libc::munmap(self.ptr.as_ptr(), self.len) };
     }
 }
@@ -366,7 +384,7 @@ pub(crate) struct LoanedBuffer {
     pub(crate) len: usize,
     pub(crate) layout: LoanLayout,
     /// What the published array reads instead of the loan's memory.
-    pub(crate) retired: Mutex<Option<ZeroPages>>,
+    pub(crate) retired: Mutex<Option<Arc<ZeroPages>>>,
 }
 
 impl LoanedBuffer {
@@ -375,7 +393,7 @@ impl LoanedBuffer {
     /// and clears its WRITEABLE flag, which numpy will not set again (its base,
     /// this object, exports no writable buffer).
     pub(crate) fn retire(&self, array: &Bound<'_, PyUntypedArray>) -> PyResult<()> {
-        let pages = if self.len > 0 { Some(ZeroPages::new(self.len)?) } else { None };
+        let pages = if self.len > 0 { Some(ZeroPages::at_least(self.len)?) } else { None };
         let raw = array.as_array_ptr();
         // SAFETY: a live array whose memory is this loan's `len` bytes
         // (checked by the caller); the new data pointer has as many readable
