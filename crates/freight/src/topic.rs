@@ -147,10 +147,17 @@ pub(crate) fn local_topic(domain: u32, topic: &str, type_name: &'static str) -> 
     Ok(t)
 }
 
+/// What a queue does with a frame its subscription will never read: gives
+/// back the device holds the publisher took for it.
+pub(crate) type OnEvict = Box<dyn Fn(&Frame) + Send + Sync>;
+
 /// An in-process subscription's queue of frames.
 pub(crate) struct IntraQueue {
     pub ad: SubscriberAd,
     depth: usize,
+    /// Called for the oldest frame when a best-effort queue is full and a new
+    /// one comes: keep last, as ROS 2's history does.
+    on_evict: OnEvict,
     frames: Mutex<VecDeque<Frame>>,
     /// Frames queued, readable without the lock: a polling subscription looks
     /// here millions of times a second and must not take the mutex to see "empty".
@@ -165,17 +172,19 @@ pub(crate) struct IntraQueue {
 /// Whether an in-process delivery went through.
 pub(crate) enum Delivery {
     Delivered,
-    /// Best effort, queue full: skipped.
+    /// A reliable subscription's queue was full and the publisher, best
+    /// effort, does not wait (`deliver_intra`): skipped.
     Skipped,
     /// Reliable, queue stayed full for `max_blocking_time`.
     TimedOut,
 }
 
 impl IntraQueue {
-    pub(crate) fn new(ad: SubscriberAd, depth: usize) -> Self {
+    pub(crate) fn new(ad: SubscriberAd, depth: usize, on_evict: OnEvict) -> Self {
         IntraQueue {
             ad,
             depth,
+            on_evict,
             frames: Mutex::new(VecDeque::with_capacity(depth)),
             queued: AtomicUsize::new(0),
             space: Condvar::new(),
@@ -183,12 +192,20 @@ impl IntraQueue {
         }
     }
 
-    /// Queues a frame following the subscription's reliability.
+    /// Queues a frame following the subscription's reliability: a full
+    /// best-effort queue lets its oldest frame go, a reliable one waits up to
+    /// `max_blocking_time` for room.
     pub(crate) fn push(&self, frame: Frame, max_blocking_time: Duration) -> Delivery {
         let mut q = lock(&self.frames);
         if q.len() >= self.depth {
             if self.ad.reliability == Reliability::BestEffort {
-                return Delivery::Skipped;
+                let oldest = q.pop_front();
+                q.push_back(frame);
+                drop(q);
+                if let Some(oldest) = oldest {
+                    (self.on_evict)(&oldest);
+                }
+                return Delivery::Delivered;
             }
             let deadline = Instant::now() + max_blocking_time;
             while q.len() >= self.depth {

@@ -551,6 +551,49 @@ fn device_holds_of_a_subscription_dropped_between_loan_and_publish_return_to_the
 }
 
 #[test]
+fn a_best_effort_subscription_that_falls_behind_keeps_the_newest_messages() {
+    let n = node("keep_last");
+    let t = topic("keep_last");
+    let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(2).best_effort()).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, QoS::keep_last(2)).unwrap();
+    for k in 0..10u8 {
+        publisher.publish(publisher.loan(1).unwrap().write_from_fn(|_| k)).unwrap();
+    }
+    let kept: Vec<u8> = std::iter::from_fn(|| sub.try_take().unwrap()).map(|s| s.data.as_bytes().unwrap()[0]).collect();
+    assert_eq!(kept, vec![8, 9], "keep last 2, as ROS 2's history does");
+}
+
+#[test]
+fn a_full_best_effort_queue_gives_back_the_device_holds_of_the_messages_it_lets_go() {
+    const BLOCK: usize = 1 << 20;
+    let limits = Limits { fake_device_capacity: 4 * BLOCK, ..Default::default() };
+    let n = Context::builder().limits(limits).create().unwrap().create_node("evicted_holds").unwrap();
+    let t = topic("evicted_holds");
+    let devices = SubscriptionOptions {
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+        ..Default::default()
+    };
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let publisher = n.create_publisher_with_options::<UInt8MultiArray>(&t, 2, options).unwrap();
+    let idle = n.create_subscription_with_options::<UInt8MultiArray>(&t, QoS::keep_last(2).best_effort(), devices);
+    let idle = idle.unwrap();
+    // Four pools' worth of messages through a subscription that never takes:
+    // each message it lets go must give its block back, or the pool runs dry
+    // (and the reader's share of it sends the last ones as host copies).
+    for k in 0..16u8 {
+        let loan = publisher.loan(BLOCK).unwrap_or_else(|e| panic!("loan {k} from a four-block pool: {e}"));
+        publisher.publish(loan.write_from_fn(|i| i as u8 ^ k)).unwrap();
+    }
+    for k in [14u8, 15] {
+        let s = idle.try_take().unwrap().unwrap_or_else(|| panic!("message {k} was kept"));
+        assert_eq!(s.data.backend(), BackendKind::FakeDevice, "message {k}");
+        let bytes = s.data.to_vec().unwrap();
+        assert!(bytes.iter().enumerate().all(|(i, &b)| b == i as u8 ^ k), "message {k}");
+    }
+    assert!(idle.try_take().unwrap().is_none());
+}
+
+#[test]
 fn a_device_subscription_that_never_takes_gets_host_copies_instead_of_exhausting_the_pool() {
     const BLOCK: usize = 1 << 20;
     let limits = Limits { fake_device_capacity: 4 * BLOCK, ..Default::default() };

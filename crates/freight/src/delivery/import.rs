@@ -10,7 +10,7 @@ use freight_msg::{BackendKind, Message, RawBuffer};
 use super::receiver::device_name;
 use super::Receiver;
 use crate::error::TakeError;
-use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder, TableReader};
+use crate::frame::{decode_meta, EntryRef, FrameError, Header, ImportingDecoder};
 use crate::negotiation::{is_device_pool, negotiate, takes_device_memory};
 use crate::network::ReceivedBuffers;
 use crate::sample::{MessageInfo, Sample, Transport};
@@ -50,7 +50,7 @@ pub(crate) fn decode<M: Message>(sub: &Receiver, frame: Frame, transport: Transp
     let decoded = M::from_cdr_with(meta.small, &mut decoder);
     let (unread, table_error) = (decoder.table, decoder.table_error);
     let unread_count = unread.remaining();
-    release_unimported(sub, unread, header.device);
+    sub.unread.release(unread, header.device);
     if let (Err(_), Some(e)) = (&decoded, table_error) {
         return Err(TakeError::Malformed(e));
     }
@@ -185,17 +185,4 @@ fn import(
         });
     }
     Ok(storage)
-}
-
-/// Gives back holds on device blocks this subscription will not import; the
-/// frame's publisher lends memory of `device`.
-pub(super) fn release_unimported(sub: &Receiver, rest: TableReader<'_>, device: Option<[u8; 16]>) {
-    let ctx = &sub.node.inner.ctx.inner;
-    for e in rest.flatten() {
-        if takes_device_memory(e.kind, sub.accepts, sub.same_device(e.kind, device)) {
-            if let Ok(b) = ctx.backend(e.kind) {
-                let _ = b.release_unimported(e.descriptor, std::process::id());
-            }
-        }
-    }
 }

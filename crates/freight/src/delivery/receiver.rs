@@ -13,11 +13,12 @@ use freight_dds::ReceivedCdr;
 use freight_msg::{BackendKind, BackendSet};
 use iceoryx2::prelude::*;
 
-use super::import::release_unimported;
 use super::MessageType;
+use crate::context::Context;
 use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
 use crate::error::{CreateError, ShmError, TakeError};
-use crate::frame::{decode_meta, Header};
+use crate::frame::{decode_meta, Header, TableReader};
+use crate::negotiation::takes_device_memory;
 use crate::network::{NetworkReader, PeerTag};
 use crate::node::Node;
 use crate::qos::{Durability, QoS};
@@ -79,6 +80,8 @@ pub(crate) struct Receiver {
     pub(crate) accepts: BackendSet,
     /// The UUIDs of this process's devices for the device-pool backends it accepts.
     pub(super) devices: OwnDevices,
+    /// Gives back the device holds of frames it will not read.
+    pub(super) unread: Unread,
     /// Publishers (by id) whose buffers arrived in other memory than this
     /// subscription asked for, already reported on stderr; at most
     /// [`NOTED_MAX`].
@@ -166,7 +169,12 @@ impl Receiver {
             }
             None => None,
         };
-        let intra = Arc::new(IntraQueue::new(ad, depth));
+        let unread = Unread { ctx: node.inner.ctx.clone(), accepts, devices };
+        let on_evict = {
+            let unread = unread.clone();
+            Box::new(move |frame: &Frame| unread.release_frame(frame.bytes()))
+        };
+        let intra = Arc::new(IntraQueue::new(ad, depth, on_evict));
         lock(&local.subs).push(Arc::downgrade(&intra));
         Ok(Arc::new(Receiver {
             node: node.clone(),
@@ -174,6 +182,7 @@ impl Receiver {
             qos,
             accepts,
             devices,
+            unread,
             noted: Mutex::default(),
             wait,
             _local: local,
@@ -288,18 +297,47 @@ impl Drop for Receiver {
     /// Gives back device-memory holds of messages this subscription will never
     /// read: the publisher counted it as a reader of each of them.
     fn drop(&mut self) {
-        let release = |bytes: &[u8]| {
-            if let Ok(h) = Header::read(bytes) {
-                if let Ok(meta) = decode_meta(bytes, &h) {
-                    release_unimported(self, meta.table, h.device);
-                }
-            }
-        };
         while let Some(frame) = self.intra.pop() {
-            release(frame.bytes());
+            self.unread.release_frame(frame.bytes());
         }
         while let Ok(Some(sample)) = self.iox.receive() {
-            release(sample.payload());
+            self.unread.release_frame(sample.payload());
+        }
+    }
+}
+
+/// Gives back the device holds of frames a subscription will not read
+/// (publishers count it as a reader of each device buffer it takes as is):
+/// frames queued when it is dropped, frames a full best-effort queue lets go,
+/// buffers of a table that no field refers to.
+#[derive(Clone)]
+pub(super) struct Unread {
+    ctx: Context,
+    accepts: BackendSet,
+    devices: OwnDevices,
+}
+
+impl Unread {
+    /// The holds of a whole frame; a frame that does not parse holds nothing
+    /// this subscription could give back.
+    pub(super) fn release_frame(&self, bytes: &[u8]) {
+        if let Ok(h) = Header::read(bytes) {
+            if let Ok(meta) = decode_meta(bytes, &h) {
+                self.release(meta.table, h.device);
+            }
+        }
+    }
+
+    /// The holds of the buffers left in `rest`, of a publisher lending memory
+    /// of `device`.
+    pub(super) fn release(&self, rest: TableReader<'_>, device: Option<[u8; 16]>) {
+        for e in rest.flatten() {
+            if takes_device_memory(e.kind, self.accepts, self.devices.get(e.kind) == device) {
+                if let Ok(b) = self.ctx.inner.backend(e.kind) {
+                    // An error means there was no hold (it was reclaimed).
+                    let _ = b.release_unimported(e.descriptor, std::process::id());
+                }
+            }
         }
     }
 }
