@@ -182,7 +182,7 @@ def test_a_message_published_just_before_its_publisher_exits_arrives(node, topic
 
 @pytest.mark.xfail(
     strict=True,
-    reason="A full best-effort queue drops the newest sample where ROS 2's KEEP_LAST drops the oldest: "
+    reason="A full best-effort queue in another process drops the newest sample where ROS 2's KEEP_LAST drops the oldest (in the process it keeps the newest): "
     "freight's topics are iceoryx2 services without safe overflow (reliable subscriptions must be able "
     "to block the publisher), and the backpressure handler discards the new sample for a best-effort "
     "one; iceoryx2 0.10 has no per-subscriber overflow (issue 15's note).",
