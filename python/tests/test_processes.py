@@ -182,10 +182,11 @@ def test_a_message_published_just_before_its_publisher_exits_arrives(node, topic
 
 @pytest.mark.xfail(
     strict=True,
-    reason="A full best-effort queue in another process drops the newest sample where ROS 2's KEEP_LAST drops the oldest (in the process it keeps the newest): "
-    "freight's topics are iceoryx2 services without safe overflow (reliable subscriptions must be able "
-    "to block the publisher), and the backpressure handler discards the new sample for a best-effort "
-    "one; iceoryx2 0.10 has no per-subscriber overflow (issue 15's note).",
+    reason="A full best-effort queue fed from another process drops the newest sample where ROS 2's KEEP_LAST "
+    "drops the oldest (fed in the process, it keeps the newest): freight's topics are iceoryx2 services "
+    "without safe overflow (reliable subscriptions must be able to block the publisher), and the "
+    "backpressure handler discards the new sample for a best-effort one; iceoryx2 0.10 has no "
+    "per-subscriber overflow (issue 15's note).",
 )
 def test_a_best_effort_subscription_that_falls_behind_keeps_the_newest_messages(node, topic):
     qos = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.BEST_EFFORT)
