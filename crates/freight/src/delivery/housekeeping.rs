@@ -1,11 +1,8 @@
 //! Threads that look after senders between publishes, one of each per
-//! process: the senders thread hands transient-local history to late joiners
-//! of idle publishers and keeps every sender's view of its readers fresh;
-//! the reaper gives back device holds of dead readers.
+//! process: the latch thread hands transient-local history to late joiners
+//! of idle publishers, the reaper gives back device holds of dead readers.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use iceoryx2::port::update_connections::UpdateConnections;
 use iceoryx2::prelude::*;
@@ -13,13 +10,6 @@ use iceoryx2::prelude::*;
 use super::Sender;
 
 impl Sender {
-    /// Re-reads the subscriber list; `dead` caches the host's dead iceoryx2
-    /// nodes, listed once for every sender of a sweep.
-    fn refresh_readers(&self, dead: &mut Option<HashSet<u128>>) {
-        let n = self.services.data.dynamic_config().number_of_subscribers();
-        self.read_subscribers(n, dead);
-    }
-
     fn hand_out_history(&self) {
         let n = self.services.data.dynamic_config().number_of_subscribers();
         if self.latched_subscribers.swap(n, Ordering::Relaxed) != n {
@@ -31,72 +21,40 @@ impl Sender {
     }
 }
 
-/// How often every sender re-reads its subscriber list, even when their
-/// count did not change (one left and another joined, one died).
-pub(crate) const READERS_REFRESH: Duration = Duration::from_millis(100);
-
-/// How often latched senders are looked at.
-const LATCH_PERIOD: Duration = Duration::from_millis(20);
-
-/// Looks after every sender of the process from one thread:
+/// Hands transient-local history to late subscribers of idle publishers.
 ///
-/// * **History for late joiners.** iceoryx2 delivers a publisher's history
-///   when the publisher updates its connections, which it does on its next
-///   send; a latched topic (a map, a robot description) may never send
-///   again. Transient-local senders are looked at every [`LATCH_PERIOD`] and
-///   updated when their subscribers change.
-/// * **Readers.** Every [`READERS_REFRESH`], each sender re-reads its
-///   subscriber list, with the host's dead nodes listed once for all of them,
-///   so that no publish pays for a refresh whose count did not change.
-pub(super) mod senders {
-    use std::collections::HashSet;
+/// iceoryx2 delivers a publisher's history when the publisher updates its
+/// connections, which it does on its next send; a latched topic (a map, a
+/// robot description) may never send again. One thread per process looks at
+/// such publishers every 20 ms and updates them when their subscribers change.
+pub(super) mod latch {
     use std::sync::{Arc, Mutex, OnceLock, Weak};
-    use std::time::Instant;
+    use std::time::Duration;
 
-    use super::{LATCH_PERIOD, READERS_REFRESH};
     use crate::delivery::Sender;
-    use crate::qos::Durability;
     use crate::sync::lock;
 
-    fn registry() -> &'static Mutex<Vec<Weak<Sender>>> {
-        static S: OnceLock<Mutex<Vec<Weak<Sender>>>> = OnceLock::new();
-        S.get_or_init(|| {
+    fn publishers() -> &'static Mutex<Vec<Weak<Sender>>> {
+        static P: OnceLock<Mutex<Vec<Weak<Sender>>>> = OnceLock::new();
+        P.get_or_init(|| {
             std::thread::Builder::new()
-                .name("freight-senders".into())
-                .spawn(look_after_senders)
-                .expect("spawning the freight-senders thread");
+                .name("freight-latch".into())
+                .spawn(|| loop {
+                    std::thread::sleep(Duration::from_millis(20));
+                    let live: Vec<Arc<Sender>> = {
+                        let mut p = lock(publishers());
+                        p.retain(|w| w.strong_count() > 0);
+                        p.iter().filter_map(Weak::upgrade).collect()
+                    };
+                    live.iter().for_each(|p| p.hand_out_history());
+                })
+                .expect("spawning the freight-latch thread");
             Mutex::default()
         })
     }
 
-    fn look_after_senders() {
-        let mut refreshed = Instant::now();
-        let mut any_latched = false;
-        loop {
-            // Without latched senders, nothing is due before the next refresh.
-            std::thread::sleep(if any_latched { LATCH_PERIOD } else { READERS_REFRESH });
-            let live: Vec<Arc<Sender>> = {
-                let mut s = lock(registry());
-                s.retain(|w| w.strong_count() > 0);
-                s.iter().filter_map(Weak::upgrade).collect()
-            };
-            any_latched = false;
-            for s in live.iter().filter(|s| s.qos.durability == Durability::TransientLocal) {
-                any_latched = true;
-                s.hand_out_history();
-            }
-            if refreshed.elapsed() >= READERS_REFRESH {
-                refreshed = Instant::now();
-                let mut dead: Option<HashSet<u128>> = None;
-                for s in &live {
-                    s.refresh_readers(&mut dead);
-                }
-            }
-        }
-    }
-
-    pub(in crate::delivery) fn register(s: &Arc<Sender>) {
-        lock(registry()).push(Arc::downgrade(s));
+    pub(in crate::delivery) fn register(p: &Arc<Sender>) {
+        lock(publishers()).push(Arc::downgrade(p));
     }
 }
 

@@ -1,19 +1,15 @@
 //! The publisher's view of its readers: who subscribes in shared memory and
 //! in this process, which route a frame takes, and who missed one.
 //!
-//! A publish reads the subscriber list from the iceoryx2 service only when
-//! the count changed; otherwise it reads a few atomics of the
-//! [`PeerSummary`]. Changes that keep the count (one subscriber left, another
-//! joined; one died) are picked up by the housekeeping thread, which re-reads
-//! every sender's list every [`READERS_REFRESH`](super::housekeeping::READERS_REFRESH).
-//! Telling a dead subscriber from a living one in another pid namespace
-//! lists every iceoryx2 node of the host (about 60 µs per node): that
-//! happens only when a pid cannot answer, once per sweep for all senders,
-//! and never on a publish whose subscriber count did not change.
+//! The subscriber list is read from the iceoryx2 service only when the count
+//! changed or [`PEER_REFRESH`] passed; every publish reads a few atomics of
+//! the [`PeerSummary`]. Telling a dead subscriber from a living one in
+//! another pid namespace lists every iceoryx2 node of the host (about 60 µs
+//! per node): that happens only when a pid cannot answer.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use freight_msg::BackendKind;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
@@ -24,6 +20,10 @@ use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::process::{dead_nodes, is_own_node};
 use crate::qos::{Durability, QoS, Reliability};
 use crate::sync::lock;
+
+/// How often the publisher re-reads the subscriber list even when the count of
+/// subscribers did not change (one left and another joined).
+const PEER_REFRESH: Duration = Duration::from_millis(100);
 
 /// The topic's subscribers as last read from the service, by iceoryx2 port id
 /// (the backpressure handler looks receivers up by it).
@@ -44,6 +44,8 @@ pub(super) struct Subscriber {
 pub(super) struct PeerSummary {
     /// Subscriber count when last read; `usize::MAX` forces a read.
     pub(super) count: AtomicUsize,
+    /// CLOCK_MONOTONIC_COARSE ms of the last read.
+    read_at_ms: AtomicU64,
     any_remote: AtomicBool,
     pub(super) any_blocking: AtomicBool,
 }
@@ -110,12 +112,15 @@ pub(super) fn backpressure_handler(
 }
 
 impl Sender {
-    /// Re-reads the subscriber list when their count changed and returns the route.
+    /// Re-reads the subscriber list when it changed (or is old) and returns the route.
     pub(crate) fn route(&self) -> Route {
         let n = self.services.data.dynamic_config().number_of_subscribers();
+        let now_ms = crate::clock::coarse_ms();
         let summary = &self.summary;
-        if n != summary.count.load(Ordering::Acquire) {
-            self.read_subscribers(n, &mut None);
+        if n != summary.count.load(Ordering::Acquire)
+            || now_ms.saturating_sub(summary.read_at_ms.load(Ordering::Relaxed)) > PEER_REFRESH.as_millis() as u64
+        {
+            self.read_subscribers(n);
         }
         // Transient-local data must outlive this process's subscribers, so it
         // always goes through the service, which keeps the history; cuda-host
@@ -131,9 +136,7 @@ impl Sender {
     }
 
     /// Re-reads the subscriber list (of `n` subscribers when last counted).
-    /// `dead` caches the ids of the host's dead iceoryx2 nodes for callers
-    /// that read several lists: they are listed on first need.
-    pub(super) fn read_subscribers(&self, n: usize, dead: &mut Option<HashSet<u128>>) {
+    pub(super) fn read_subscribers(&self, n: usize) {
         // Each subscriber with the iceoryx2 node it belongs to: that, not its
         // pid, says whether it is in this process and alive (see `process`).
         let mut found = Vec::with_capacity(n);
@@ -155,7 +158,7 @@ impl Sender {
             !is_own_node(node) && (ad.pid_ns.is_none() || ad.pid_ns != own_ns || !crate::clock::process_alive(ad.pid))
         };
         if found.iter().any(|(_, ad, node)| unsure(ad, *node)) {
-            let dead = dead.get_or_insert_with(|| dead_nodes(self.node.inner.iox.config()));
+            let dead = dead_nodes(self.node.inner.iox.config());
             found.retain(|(_, _, node)| !dead.contains(node));
         }
         let any_remote = found.iter().any(|&(_, _, node)| !is_own_node(node));
@@ -177,6 +180,7 @@ impl Sender {
         let summary = &self.summary;
         summary.any_remote.store(any_remote, Ordering::Release);
         summary.any_blocking.store(subs.values().any(|s| s.ad.wait == WaitMode::Block), Ordering::Release);
+        summary.read_at_ms.store(crate::clock::coarse_ms(), Ordering::Relaxed);
         summary.count.store(n, Ordering::Release);
         *lock(&self.subscribers) = subs;
     }
@@ -218,7 +222,7 @@ impl Sender {
         }
         let n = self.services.data.dynamic_config().number_of_subscribers();
         if n != known {
-            self.read_subscribers(n, &mut None);
+            self.read_subscribers(n);
         }
         let subs = lock(&self.subscribers);
         let unexplained = subs.len().saturating_sub(recipients + handled.len());

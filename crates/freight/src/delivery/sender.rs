@@ -21,7 +21,7 @@ use crate::error::{CreateError, LoanError, PublishError, ShmError};
 use crate::frame::{retag, Entry, Header, HEADER_LEN};
 use crate::network::{NetworkWriter, PeerTag};
 use crate::node::Node;
-use crate::qos::QoS;
+use crate::qos::{Durability, QoS};
 use crate::sync::lock;
 use crate::topic::{local_topic, open_services, Ipc, LocalTopic, TopicServices};
 
@@ -169,7 +169,9 @@ impl Sender {
             latched_subscribers: AtomicUsize::new(0),
             network,
         });
-        housekeeping::senders::register(&sender);
+        if qos.durability == Durability::TransientLocal {
+            housekeeping::latch::register(&sender);
+        }
         if let Some(pool) = &sender.pool {
             housekeeping::reaper::watch(pool);
         }
