@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build wheel demo test lint bench bench-python bench-ros2 lab soak fuzz clean
+.PHONY: all deps build wheel msgs demo test lint bench bench-python bench-ros2 lab soak fuzz clean
 
 all: build
 
@@ -23,6 +23,13 @@ build: deps
 wheel: deps
 	rm -f target/wheels/freight-*.whl
 	.venv/bin/maturin build --release --locked --out target/wheels
+
+# The Python modules and stubs of the built-in messages (python/freight/msgs/),
+# regenerated from interfaces/ after a `.msg` file changed; the Rust types and
+# the Python classes are generated at build time. `make test` fails while they
+# are out of date.
+msgs: deps
+	FREIGHT_MSG_GEN_WRITE=1 $(CARGO) test --release --locked -p freight-msg-gen --test python_modules
 
 # The main job: one 4K BGRA frame between two processes, loan vs copy vs raw
 # iceoryx2; then the robot-arm renderer -> display demo, GPU frames between two

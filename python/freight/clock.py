@@ -2,7 +2,7 @@
 
 import time
 
-from freight._native import Time as TimeMsg
+from freight.msgs.builtin_interfaces import Time as TimeMsg
 
 
 class Time:

@@ -39,6 +39,10 @@
 //! ```
 #![deny(missing_docs)]
 
+// The generated built-in messages (`msgs`) spell this crate `::freight_msg`, as
+// generated code in any other crate does.
+extern crate self as freight_msg;
+
 pub mod buffer;
 pub mod cdr;
 mod macros;

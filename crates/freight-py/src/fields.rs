@@ -10,9 +10,10 @@
 
 use std::marker::PhantomData;
 
+use freight::msgs::__freight_msg_gen::FixedArray;
 use freight::Buffer;
 use freight_msg::{Element, ElementInfo, Message};
-use numpy::{dtype, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{dtype, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -77,7 +78,7 @@ macro_rules! plain_fields {
     )*};
 }
 
-plain_fields!(bool, u8, u16, u32, u64, i32, i64, String);
+plain_fields!(bool, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, String);
 
 /// A Rust message with a Python class (implemented by `messages!`).
 pub(crate) trait PyMessage: Message {
@@ -163,6 +164,15 @@ pub(crate) trait ListItem: Sized {
 
 impl ListItem for i64 {
     fn write_item(item: &Bound<'_, PyAny>, _: Buffers) -> PyResult<i64> {
+        item.extract()
+    }
+    fn read_item(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.into_bound_py_any(py)?.unbind())
+    }
+}
+
+impl ListItem for String {
+    fn write_item(item: &Bound<'_, PyAny>, _: Buffers) -> PyResult<String> {
         item.extract()
     }
     fn read_item(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -366,4 +376,103 @@ impl<E: DataElement> PyField for Buffer<E> {
 /// `PyTuple` of one object, for `__reduce__`.
 pub(crate) fn one_tuple<'py>(obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(obj.py(), [obj])
+}
+
+/// The value of a fixed-size array of numbers (`float64[9] covariance`): a
+/// numpy array of the field's dtype and length, as rclpy holds it, so
+/// `msg.covariance[0] = 1.0` changes `msg`. Assignment takes any sequence of
+/// that length and copies it.
+pub(crate) struct Fixed<T, const N: usize>(Py<PyArray1<T>>);
+
+/// An element type of fixed-size array fields.
+pub(crate) trait FixedElement: Element + numpy::Element + Copy + Default + PartialEq {}
+impl<T: Element + numpy::Element + Copy + Default + PartialEq> FixedElement for T {}
+
+impl<T: FixedElement, const N: usize> Fixed<T, N> {
+    fn new(py: Python<'_>, items: &[T]) -> Self {
+        Fixed(PyArray1::from_slice(py, items).unbind())
+    }
+
+    /// The elements, checked to be `N` (the user may have swapped the array's
+    /// contents for another shape through numpy).
+    fn items(&self, py: Python<'_>) -> PyResult<[T; N]> {
+        let array = self.0.bind(py).readonly();
+        let slice = array.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+        slice.try_into().map_err(|_| {
+            PyValueError::new_err(format!("a {}[{N}] field holds {N} elements, not {}", T::ROS_NAME, slice.len()))
+        })
+    }
+}
+
+impl<'a, 'py, T: FixedElement, const N: usize> FromPyObject<'a, 'py> for Fixed<T, N> {
+    type Error = PyErr;
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(format!("a {}[{N}] field takes numbers, not a string", T::ROS_NAME)));
+        }
+        let array = py.import("numpy")?.call_method1("asarray", (obj, dtype::<T>(py)))?;
+        let array = array.cast_into::<PyArray1<T>>().map_err(|_| {
+            PyTypeError::new_err(format!("a {}[{N}] field takes a flat sequence of {N} numbers", T::ROS_NAME))
+        })?;
+        let items = array.readonly();
+        let items = items.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if items.len() != N {
+            return Err(PyValueError::new_err(format!(
+                "a {}[{N}] field takes {N} elements, not {}",
+                T::ROS_NAME,
+                items.len()
+            )));
+        }
+        Ok(Fixed::new(py, items))
+    }
+}
+
+impl<'py, T, const N: usize> IntoPyObject<'py> for &Fixed<T, N> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = std::convert::Infallible;
+    fn into_pyobject(self, py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0.bind(py).clone().into_any())
+    }
+}
+
+impl<T: FixedElement, const N: usize> PyField for [T; N] {
+    type Stored = Fixed<T, N>;
+    fn default_stored(py: Python<'_>) -> PyResult<Fixed<T, N>> {
+        Ok(Fixed::new(py, &[T::default(); N]))
+    }
+    fn write(stored: &Fixed<T, N>, py: Python<'_>, target: &mut [T; N], _: Buffers) -> PyResult<()> {
+        *target = stored.items(py)?;
+        Ok(())
+    }
+    fn read(value: [T; N], py: Python<'_>) -> PyResult<Fixed<T, N>> {
+        Ok(Fixed::new(py, &value))
+    }
+    fn object<'py>(stored: &Fixed<T, N>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(stored.0.bind(py).clone().into_any())
+    }
+    fn equal(a: &Fixed<T, N>, b: &Fixed<T, N>, py: Python<'_>) -> PyResult<bool> {
+        Ok(a.items(py)? == b.items(py)?)
+    }
+}
+
+/// `T[N]` with N > 32 (`float64[36]`), which the generated Rust type wraps.
+impl<T: FixedElement, const N: usize> PyField for FixedArray<T, N> {
+    type Stored = Fixed<T, N>;
+    fn default_stored(py: Python<'_>) -> PyResult<Fixed<T, N>> {
+        <[T; N]>::default_stored(py)
+    }
+    fn write(stored: &Fixed<T, N>, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()> {
+        <[T; N]>::write(stored, py, &mut target.0, buffers)
+    }
+    fn read(value: Self, py: Python<'_>) -> PyResult<Fixed<T, N>> {
+        <[T; N]>::read(value.0, py)
+    }
+    fn object<'py>(stored: &Fixed<T, N>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        <[T; N]>::object(stored, py)
+    }
+    fn equal(a: &Fixed<T, N>, b: &Fixed<T, N>, py: Python<'_>) -> PyResult<bool> {
+        <[T; N]>::equal(a, b, py)
+    }
 }

@@ -1,18 +1,16 @@
-//! The Python classes of freight's built-in messages.
+//! The Python classes of freight's built-in messages, generated at build time
+//! (`build.rs`) from the same `.msg` files as the Rust types.
 //!
 //! Each class mirrors its Rust message field by field, with rclpy's behaviour:
 //! keyword-only constructor arguments defaulting to the field's zero value,
-//! attribute access that type-checks assignments, `==`, a `repr` in rclpy's
-//! form, `serialize()` / `deserialize()` in ROS 2 CDR, and pickling.
+//! attribute access that type-checks assignments, constants as class
+//! attributes, `==`, a `repr` in rclpy's form, `serialize()` / `deserialize()`
+//! in ROS 2 CDR, and pickling. Each package's classes are in a submodule of
+//! `freight._native` named after it, which `freight.msgs.<package>` re-exports.
 
-use freight::msgs::builtin_interfaces::{Duration, Time};
-use freight::msgs::sensor_msgs::{Image, PointCloud2, PointField};
-use freight::msgs::std_msgs::{Header, MultiArrayDimension, MultiArrayLayout, UInt64MultiArray, UInt8MultiArray};
-use freight::msgs::tensor_msgs::Tensor;
-use freight::Buffer;
 use freight_msg::{ElementInfo, Message};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyModule, PyTuple, PyType};
 
 use crate::endpoints::{Endpoints, Typed};
 use crate::errors::{error, Kind};
@@ -26,22 +24,46 @@ fn cdr_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     }
 }
 
+/// The submodule of `module` for `name`'s classes, made on first use.
+fn package<'py>(module: &Bound<'py, PyModule>, name: &str) -> PyResult<Bound<'py, PyModule>> {
+    if let Ok(existing) = module.getattr(name) {
+        return Ok(existing.cast_into()?);
+    }
+    let package = PyModule::new(module.py(), name)?;
+    module.add(name, &package)?;
+    Ok(package)
+}
+
 macro_rules! messages {
     ($(
         $(#[$doc:meta])*
-        $class:ident = $rust:ident as $name:literal in $module:literal, $ros:literal {
+        $class:ident = $rust:ty as $name:literal in $module:literal, $package:literal, $ros:literal {
             $($field:ident: $fty:ty),* $(,)?
+        } consts {
+            $($constant:ident: $cty:ty),* $(,)?
         }
     )*) => {
         $(
             $(#[$doc])*
             #[pyclass(module = $module, name = $name)]
+            // `Py_<package>_<Name>`: unique across packages.
+            #[allow(non_camel_case_types)]
             pub(crate) struct $class {
                 $(#[pyo3(get, set)] $field: <$fty as PyField>::Stored,)*
             }
 
             #[pymethods]
+            // `std_msgs/Empty` has no fields to read or write.
+            #[allow(unused_variables)]
             impl $class {
+                $(
+                    #[classattr]
+                    #[allow(non_snake_case)]
+                    fn $constant() -> $cty {
+                        <$rust>::$constant
+                    }
+                )*
+
                 #[new]
                 #[pyo3(signature = (*, $($field = None),*))]
                 // One keyword argument per field, as rclpy's constructors take.
@@ -74,7 +96,7 @@ macro_rules! messages {
                 /// The message in ROS 2 CDR (encapsulation header included), as
                 /// a stock ROS 2 node sends it.
                 fn serialize<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-                    let mut m = $rust::default();
+                    let mut m = <$rust>::default();
                     <$rust as PyMessage>::write_fields(self, py, &mut m, Buffers::Copy)?;
                     let bytes = m.to_cdr().map_err(|e| error(Kind::Limit, e.to_string()))?;
                     Ok(PyBytes::new(py, &bytes))
@@ -85,8 +107,8 @@ macro_rules! messages {
                 #[staticmethod]
                 fn deserialize(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Self> {
                     let bytes = cdr_bytes(data)?;
-                    let m = $rust::from_cdr(bytes.as_bytes())
-                        .map_err(|e| error(Kind::Malformed, format!("not a {}: {e}", $rust::TYPE_NAME)))?;
+                    let m = <$rust>::from_cdr(bytes.as_bytes())
+                        .map_err(|e| error(Kind::Malformed, format!("not a {}: {e}", <$rust>::TYPE_NAME)))?;
                     m.read_fields(py)
                 }
 
@@ -96,6 +118,7 @@ macro_rules! messages {
                 }
             }
 
+            #[allow(unused_variables)]
             impl PyMessage for $rust {
                 type Class = $class;
                 fn write_fields(obj: &$class, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()> {
@@ -105,21 +128,20 @@ macro_rules! messages {
                 fn read_fields(self, py: Python<'_>) -> PyResult<$class> {
                     Ok($class { $($field: <$fty as PyField>::read(self.$field, py)?,)* })
                 }
-                #[allow(unused_variables)]
                 fn arrays_of<'py>(obj: &$class, py: Python<'py>, out: &mut Vec<Bound<'py, PyAny>>) {
                     $(<$fty as PyField>::arrays(&obj.$field, py, out);)*
                 }
-                #[allow(unused_variables)]
                 fn elements(out: &mut Vec<ElementInfo>) {
                     $(<$fty as PyField>::buffer_elements(out);)*
                 }
             }
         )*
 
-        /// Adds every message class to `module` (`freight._native`); the
+        /// Adds every message class to the submodule of `module`
+        /// (`freight._native`) named after its package; the
         /// `freight.msgs.<package>` modules re-export them.
         pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-            $(module.add_class::<$class>()?;)*
+            $(package(module, $package)?.add_class::<$class>()?;)*
             Ok(())
         }
 
@@ -139,85 +161,4 @@ macro_rules! messages {
     };
 }
 
-messages! {
-    /// `builtin_interfaces/msg/Time`: seconds and nanoseconds.
-    PyTime = Time as "Time" in "freight.msgs.builtin_interfaces", "builtin_interfaces.msg.Time" {
-        sec: i32,
-        nanosec: u32,
-    }
-    /// `builtin_interfaces/msg/Duration`: seconds and nanoseconds.
-    PyDuration = Duration as "Duration" in "freight.msgs.builtin_interfaces", "builtin_interfaces.msg.Duration" {
-        sec: i32,
-        nanosec: u32,
-    }
-    /// `std_msgs/msg/Header`: a time stamp and a coordinate frame.
-    PyHeader = Header as "Header" in "freight.msgs.std_msgs", "std_msgs.msg.Header" {
-        stamp: Time,
-        frame_id: String,
-    }
-    /// `std_msgs/msg/MultiArrayDimension`.
-    PyMultiArrayDimension = MultiArrayDimension as "MultiArrayDimension" in "freight.msgs.std_msgs",
-        "std_msgs.msg.MultiArrayDimension" {
-        label: String,
-        size: u32,
-        stride: u32,
-    }
-    /// `std_msgs/msg/MultiArrayLayout`.
-    PyMultiArrayLayout = MultiArrayLayout as "MultiArrayLayout" in "freight.msgs.std_msgs",
-        "std_msgs.msg.MultiArrayLayout" {
-        dim: Vec<MultiArrayDimension>,
-        data_offset: u32,
-    }
-    /// `std_msgs/msg/UInt8MultiArray`: bytes with a layout.
-    PyUInt8MultiArray = UInt8MultiArray as "UInt8MultiArray" in "freight.msgs.std_msgs",
-        "std_msgs.msg.UInt8MultiArray" {
-        layout: MultiArrayLayout,
-        data: Buffer<u8>,
-    }
-    /// `std_msgs/msg/UInt64MultiArray`: 64-bit words with a layout.
-    PyUInt64MultiArray = UInt64MultiArray as "UInt64MultiArray" in "freight.msgs.std_msgs",
-        "std_msgs.msg.UInt64MultiArray" {
-        layout: MultiArrayLayout,
-        data: Buffer<u64>,
-    }
-    /// `sensor_msgs/msg/Image`: an uncompressed image.
-    PyImage = Image as "Image" in "freight.msgs.sensor_msgs", "sensor_msgs.msg.Image" {
-        header: Header,
-        height: u32,
-        width: u32,
-        encoding: String,
-        is_bigendian: u8,
-        step: u32,
-        data: Buffer<u8>,
-    }
-    /// `sensor_msgs/msg/PointField`: one field of a point cloud's points.
-    PyPointField = PointField as "PointField" in "freight.msgs.sensor_msgs", "sensor_msgs.msg.PointField" {
-        name: String,
-        offset: u32,
-        datatype: u8,
-        count: u32,
-    }
-    /// `sensor_msgs/msg/PointCloud2`: points as rows of packed fields.
-    PyPointCloud2 = PointCloud2 as "PointCloud2" in "freight.msgs.sensor_msgs", "sensor_msgs.msg.PointCloud2" {
-        header: Header,
-        height: u32,
-        width: u32,
-        fields: Vec<PointField>,
-        is_bigendian: bool,
-        point_step: u32,
-        row_step: u32,
-        data: Buffer<u8>,
-        is_dense: bool,
-    }
-    /// `tensor_msgs/msg/ExperimentalTensor`: an n-dimensional tensor described
-    /// the DLPack way.
-    PyTensor = Tensor as "Tensor" in "freight.msgs.tensor_msgs", "tensor_msgs.msg.Tensor" {
-        dtype_code: u8,
-        dtype_bits: u8,
-        dtype_lanes: u16,
-        shape: Vec<i64>,
-        strides: Vec<i64>,
-        byte_offset: u64,
-        data: Buffer<u8>,
-    }
-}
+include!(concat!(env!("OUT_DIR"), "/messages.rs"));

@@ -1,5 +1,8 @@
 """``tensor_msgs``: n-dimensional tensors (ROS 2's ``ExperimentalTensor`` fields).
 
+:class:`Tensor` is the generated class ``ExperimentalTensor`` (see
+``_tensor_msgs.pyi`` for its fields and constants).
+
 :func:`from_numpy` fills a :class:`Tensor` from an array; :func:`to_numpy`
 views a received tensor's data as an array of its dtype and shape, without a
 copy::
@@ -21,10 +24,13 @@ import warnings
 
 import numpy as np
 
-from freight._native import Tensor
+from freight.msgs._tensor_msgs import ExperimentalTensor
+
+#: The name freight's APIs use for ``ExperimentalTensor``.
+Tensor = ExperimentalTensor
 
 # DLPack type codes, as Tensor.dtype_code holds them.
-_CODES = {"i": 0, "u": 1, "f": 2}
+_CODES = {"i": Tensor.DTYPE_INT, "u": Tensor.DTYPE_UINT, "f": Tensor.DTYPE_FLOAT}
 _KINDS = {code: kind for kind, code in _CODES.items()}
 
 
@@ -169,4 +175,4 @@ def _contiguous_strides(shape):
     return strides[::-1]
 
 
-__all__ = ["Tensor", "from_numpy", "to_numpy", "from_torch", "to_torch"]
+__all__ = ["ExperimentalTensor", "Tensor", "from_numpy", "to_numpy", "from_torch", "to_torch"]

@@ -112,3 +112,22 @@ fn type_identity_names_and_hashes() {
     assert_ne!(Image::TYPE_HASH, PointCloud2::TYPE_HASH);
     assert_eq!(Image::default().buffer_count(), 1);
 }
+
+#[test]
+fn every_package_of_interfaces_is_generated_with_fixed_arrays_and_constants() {
+    use super::geometry_msgs::{PoseWithCovariance, Twist, Vector3};
+    use super::sensor_msgs::{Imu, JointState, NavSatStatus};
+
+    let mut imu = Imu::default();
+    imu.orientation_covariance[0] = -1.0; // `float64[9]`: `[f64; 9]`
+    imu.linear_acceleration.z = 9.81;
+    round_trip(&imu);
+    let mut pose = PoseWithCovariance::default();
+    pose.covariance[35] = 0.5; // `float64[36]`: a `FixedArray` (no `Default` for `[f64; 36]`)
+    round_trip(&pose);
+    round_trip(&JointState { name: vec!["elbow".into()], position: Buffer::from(vec![1.5f64]), ..Default::default() });
+    round_trip(&Twist { linear: Vector3 { x: 1.0, y: 0.0, z: 0.0 }, ..Default::default() });
+    assert_eq!((PointField::FLOAT32, NavSatStatus::STATUS_NO_FIX), (7, -1));
+    assert_eq!(Tensor::DTYPE_BFLOAT, 4);
+    assert_eq!(Tensor::TYPE_NAME, "tensor_msgs/msg/ExperimentalTensor");
+}
