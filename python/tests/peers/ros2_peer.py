@@ -1,6 +1,6 @@
 """One ROS 2 node, on stock rclpy or on freight, driven by commands on stdin.
 
-    ros2_peer.py {stock,freight} {pub,sub} {image,cloud} TOPIC
+    ros2_peer.py {stock,freight} {pub,sub} {image,cloud,imu} TOPIC
                  [--node NAME] [--reliability R] [--durability D] [--depth N]
 
 The same script runs under a stock ROS 2 interpreter (rclpy on rmw_fastrtps_cpp,
@@ -14,7 +14,9 @@ message received::
     GOT <k> <width> <height> <nbytes> OK | BAD <first wrong byte>
 
 where ``k`` comes from ``header.frame_id`` (``frame<k>``) and byte i of message k
-must be (k + i) % 251. Commands, one per line:
+must be (k + i) % 251; an IMU message ``k`` carries the values of ``imu(k)``
+(``OK``, or ``BAD <first wrong field>``; width, height and size are 0).
+Commands, one per line:
 
 ``WAIT n``
     waits (up to 20 s) until ``n`` matched endpoints of the other kind exist:
@@ -23,6 +25,8 @@ must be (k + i) % 251. Commands, one per line:
     publishes image ``k`` (bgra8 unless said): ``SENT k <nbytes>``.
 ``CLOUD k points``
     publishes point cloud ``k``, ``points`` points of x, y, z, rgb (16 B each).
+``IMU k``
+    publishes IMU message ``k`` (nested vectors, three ``float64[9]`` covariances).
 ``WARMUP k``
     publishes message ``k`` of this endpoint's type, about a megabyte.
 ``STREAM first count rate width height [encoding]``
@@ -53,7 +57,7 @@ WAIT_LIMIT = 20.0
 parser = argparse.ArgumentParser()
 parser.add_argument("stack", choices=["stock", "freight"])
 parser.add_argument("role", choices=["pub", "sub"])
-parser.add_argument("type", choices=["image", "cloud"])
+parser.add_argument("type", choices=["image", "cloud", "imu"])
 parser.add_argument("topic")
 parser.add_argument("--node", default=None)
 parser.add_argument("--reliability", choices=["reliable", "best_effort"], default="reliable")
@@ -65,7 +69,7 @@ if args.stack == "stock":
     import rclpy as ros
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import Image, PointCloud2, PointField
+    from sensor_msgs.msg import Image, Imu, PointCloud2, PointField
 
     ros.init()
     node = Node(args.node or f"stock_{args.role}")
@@ -86,7 +90,7 @@ if args.stack == "stock":
 else:
     import freight as ros
     from freight import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from freight.msgs.sensor_msgs import Image, PointCloud2, PointField
+    from freight.msgs.sensor_msgs import Image, Imu, PointCloud2, PointField
 
     ros.init()
     node = ros.Node(args.node or f"freight_{args.role}")
@@ -106,12 +110,16 @@ qos = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE if args.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,
     durability=DurabilityPolicy.TRANSIENT_LOCAL if args.durability == "transient_local" else DurabilityPolicy.VOLATILE,
 )
-msg_type = Image if args.type == "image" else PointCloud2
+msg_type = {"image": Image, "cloud": PointCloud2, "imu": Imu}[args.type]
 BYTES_PER_PIXEL = {"bgra8": 4, "rgb8": 3, "bgr8": 3, "mono8": 1, "mono16": 2}
 
 
 def on_message(msg):
     k = int(msg.header.frame_id.removeprefix("frame"))
+    if args.type == "imu":
+        bad = imu_mismatch(msg, k)
+        print(f"GOT {k} 0 0 0 {'OK' if bad is None else 'BAD ' + bad}", flush=True)
+        return
     data = view(msg.data)
     bad = first_mismatch(data, k)
     verdict = "OK" if bad is None else f"BAD {bad}"
@@ -146,8 +154,9 @@ def cloud(k, points):
     msg = PointCloud2()
     msg.header.frame_id = f"frame{k}"
     msg.height, msg.width = 1, points
-    float32 = 7  # PointField.FLOAT32 (freight's Python class has no constants)
-    msg.fields = [PointField(name=n, offset=4 * i, datatype=float32, count=1) for i, n in enumerate(["x", "y", "z", "rgb"])]
+    msg.fields = [
+        PointField(name=n, offset=4 * i, datatype=PointField.FLOAT32, count=1) for i, n in enumerate(["x", "y", "z", "rgb"])
+    ]
     msg.point_step, msg.row_step, msg.is_dense = 16, 16 * points, True
     data = np.empty(16 * points, dtype=np.uint8)
     fill_pattern(data, k)
@@ -155,9 +164,46 @@ def cloud(k, points):
     return msg
 
 
+def imu_values(k):
+    """Field by field, what IMU message ``k`` carries."""
+    return {
+        "orientation": (0.5 * k, -0.25, 0.125, 1.0),
+        "angular_velocity": (float(k), 0.0, -1.5),
+        "linear_acceleration": (0.0, 0.1, 9.81),
+        "orientation_covariance": [float(k + i) for i in range(9)],
+        "angular_velocity_covariance": [-1.0] + [0.0] * 8,
+        "linear_acceleration_covariance": [0.01 * i for i in range(9)],
+    }
+
+
+def imu(k):
+    msg = Imu()
+    msg.header.frame_id = f"frame{k}"
+    msg.header.stamp.sec = k
+    for name, value in imu_values(k).items():
+        if name.endswith("covariance"):
+            setattr(msg, name, value)
+        else:
+            for axis, v in zip("xyzw", value):
+                setattr(getattr(msg, name), axis, v)
+    return msg
+
+
+def imu_mismatch(msg, k):
+    """The first field of ``msg`` that is not what IMU message ``k`` carries."""
+    for name, value in imu_values(k).items():
+        if name.endswith("covariance"):
+            got = [float(v) for v in getattr(msg, name)]
+        else:
+            got = [getattr(getattr(msg, name), axis) for axis in "xyzw"[: len(value)]]
+        if got != list(value):
+            return name
+    return None
+
+
 def publish(msg, k):
     endpoint.publish(msg)
-    print(f"SENT {k} {len(msg.data)}", flush=True)
+    print(f"SENT {k} {len(getattr(msg, 'data', ()))}", flush=True)
 
 
 def graph(topic):
@@ -185,10 +231,14 @@ def command(words):
     elif verb == "CLOUD":
         k, points = int(rest[0]), int(rest[1])
         publish(cloud(k, points), k)
-    elif verb == "WARMUP":
-        # One message of about a megabyte, of this endpoint's type.
+    elif verb == "IMU":
         k = int(rest[0])
-        publish(image(k, 640, 480) if args.type == "image" else cloud(k, 640 * 480 // 4), k)
+        publish(imu(k), k)
+    elif verb == "WARMUP":
+        # One message of this endpoint's type, of about a megabyte where it has data.
+        k = int(rest[0])
+        warm_up = {"image": lambda: image(k, 640, 480), "cloud": lambda: cloud(k, 640 * 480 // 4), "imu": lambda: imu(k)}
+        publish(warm_up[args.type](), k)
     elif verb == "STREAM":
         first, count, rate, width, height = int(rest[0]), int(rest[1]), float(rest[2]), int(rest[3]), int(rest[4])
         start = time.monotonic()
