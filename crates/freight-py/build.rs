@@ -4,15 +4,9 @@
 use std::path::PathBuf;
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=build.rs");
-    let interfaces = manifest.join("../../interfaces");
-    let mut builder = freight_msg_gen::Builder::new().interfaces_dir(&interfaces);
-    for package in freight_msg_gen::BUILT_IN_PACKAGES {
-        builder = builder.shipped_package(*package);
-    }
-    if let Err(e) = builder.generate_pyo3(out.join("messages.rs")) {
-        panic!("generating the Python message classes from {}: {e}", interfaces.display());
+    if let Err(e) = freight_msg_gen::Builder::built_ins().generate_pyo3(out.join("messages.rs")) {
+        panic!("generating the Python message classes from the workspace's interfaces/: {e}");
     }
 }

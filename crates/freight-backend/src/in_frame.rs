@@ -127,3 +127,22 @@ pub(crate) fn view(
     let (offset, len) = region(backend, frame, descriptor)?;
     Ok(Arc::new(FrameView { backend, frame: frame.clone(), offset, len }))
 }
+
+/// A view of `len` bytes at `offset` of a process-local frame, as the `cpu`
+/// backend imports frame memory; `None` when the region is not in the frame.
+/// For handing a message over inside a process without describing its buffers.
+///
+/// ```
+/// use std::sync::Arc;
+/// use freight_backend::{frame_view, Frame, HeapFrame};
+/// let frame: Frame = Arc::new(HeapFrame(vec![1, 2, 3, 4]));
+/// assert_eq!(frame_view(&frame, 1, 2).unwrap().host_bytes(), Some(&[2u8, 3][..]));
+/// assert!(frame_view(&frame, 3, 2).is_none());
+/// ```
+pub fn frame_view(frame: &Frame, offset: usize, len: usize) -> Option<Arc<dyn BufferStorage>> {
+    let end = offset.checked_add(len)?;
+    if end > frame.bytes().len() {
+        return None;
+    }
+    Some(Arc::new(FrameView { backend: BackendKind::Cpu, frame: frame.clone(), offset, len }))
+}

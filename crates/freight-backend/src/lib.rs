@@ -44,7 +44,7 @@ pub use cpu::CpuBackend;
 pub use cuda::{CudaBackend, CudaError, CudaHostBackend};
 pub use device_pool::{PoolOptions, DEFAULT_IDLE_TIME};
 pub use fake_device::FakeDeviceBackend;
-pub use in_frame::DESCRIPTOR_LEN as IN_FRAME_DESCRIPTOR_LEN;
+pub use in_frame::{frame_view, DESCRIPTOR_LEN as IN_FRAME_DESCRIPTOR_LEN};
 pub use shm::ShmBackend;
 
 /// Longest descriptor a backend may produce, in bytes (as ROS 2's buffer backends).

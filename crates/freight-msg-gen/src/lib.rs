@@ -192,6 +192,12 @@ impl Builder {
         }
     }
 
+    /// A builder of freight's own built-in messages: every package of
+    /// [`BUILT_IN_PACKAGES`] (what `freight-msg` and `freight-py` generate).
+    pub fn built_ins() -> Self {
+        BUILT_IN_PACKAGES.iter().fold(Builder::new(), |b, p| b.shipped_package(*p))
+    }
+
     /// Adds a package directory (holding `msg/*.msg`; its name is the package name).
     pub fn package_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.packages.push(dir.as_ref().to_path_buf());

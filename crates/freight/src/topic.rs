@@ -7,6 +7,7 @@
 //! attribute of the data service, so a publisher of another type is refused
 //! when it opens the topic, in any process.
 
+use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -151,14 +152,25 @@ pub(crate) fn local_topic(domain: u32, topic: &str, type_name: &'static str) -> 
 /// back the device holds the publisher took for it.
 pub(crate) type OnEvict = Box<dyn Fn(&Frame) + Send + Sync>;
 
-/// An in-process subscription's queue of frames.
+/// What an in-process queue holds.
+pub(crate) enum Handed {
+    /// A frame, read as one from shared memory is (its buffers may be device
+    /// memory the subscription negotiates).
+    Frame(Frame),
+    /// A received message as it is, `Sample<M>` of the topic's type: a loan of
+    /// host memory published while every reader is in this process, handed
+    /// over without encoding it (no device holds to give back).
+    Sample(Box<dyn Any + Send>),
+}
+
+/// An in-process subscription's queue of frames and samples.
 pub(crate) struct IntraQueue {
     pub ad: SubscriberAd,
     depth: usize,
     /// Called for the oldest frame when a best-effort queue is full and a new
     /// one comes: keep last, as ROS 2's history does.
     on_evict: OnEvict,
-    frames: Mutex<VecDeque<Frame>>,
+    frames: Mutex<VecDeque<Handed>>,
     /// Frames queued, readable without the lock: a polling subscription looks
     /// here millions of times a second and must not take the mutex to see "empty".
     queued: AtomicUsize,
@@ -195,14 +207,14 @@ impl IntraQueue {
     /// Queues a frame following the subscription's reliability: a full
     /// best-effort queue lets its oldest frame go, a reliable one waits up to
     /// `max_blocking_time` for room.
-    pub(crate) fn push(&self, frame: Frame, max_blocking_time: Duration) -> Delivery {
+    pub(crate) fn push(&self, item: Handed, max_blocking_time: Duration) -> Delivery {
         let mut q = lock(&self.frames);
         if q.len() >= self.depth {
             if self.ad.reliability == Reliability::BestEffort {
                 let oldest = q.pop_front();
-                q.push_back(frame);
+                q.push_back(item);
                 drop(q);
-                if let Some(oldest) = oldest {
+                if let Some(Handed::Frame(oldest)) = oldest {
                     (self.on_evict)(&oldest);
                 }
                 return Delivery::Delivered;
@@ -218,12 +230,12 @@ impl IntraQueue {
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        q.push_back(frame);
+        q.push_back(item);
         self.queued.store(q.len(), Ordering::Release);
         Delivery::Delivered
     }
 
-    pub(crate) fn pop(&self) -> Option<Frame> {
+    pub(crate) fn pop(&self) -> Option<Handed> {
         if self.is_empty() {
             return None;
         }

@@ -43,6 +43,42 @@ fn intra_process_subscriptions_share_the_publishers_buffer() {
 }
 
 #[test]
+fn a_loan_is_handed_over_as_it_is_with_its_small_fields_sequence_and_time() {
+    // Every reader in this process: the message itself goes to the queues,
+    // nothing encoded (the frame path would write and read back the same).
+    let n = node("handover");
+    let t = topic("handover");
+    let subs: Vec<_> = (0..2).map(|_| n.create_subscription::<Image>(&t, 5).unwrap()).collect();
+    let publisher = n.create_publisher::<Image>(&t, 5).unwrap();
+    let before = freight::clock::monotonic_ns();
+    let mut addrs = Vec::new();
+    for k in 0..3u8 {
+        let mut loan = publisher.loan(12).unwrap();
+        addrs.push(loan.buffer_uninit_mut(0).unwrap().as_ptr() as usize);
+        let mut img = loan.write_from_fn(|i| i as u8 + k);
+        img.header.frame_id = format!("cam{k}");
+        img.encoding = "mono8".into();
+        (img.width, img.height, img.step) = (4, 3, 4);
+        publisher.publish(img).unwrap();
+    }
+    let mut publisher_ids = std::collections::HashSet::new();
+    for sub in &subs {
+        for k in 0..3u8 {
+            let s = sub.take(T).unwrap().expect("message");
+            publisher_ids.insert(s.info().publisher_id);
+            assert_eq!((s.header.frame_id.as_str(), s.encoding.as_str()), (format!("cam{k}").as_str(), "mono8"));
+            assert_eq!((s.width, s.height, s.step), (4, 3, 4));
+            assert_eq!(s.data.as_bytes().unwrap(), &(0..12u8).map(|i| i + k).collect::<Vec<_>>()[..]);
+            assert_eq!(s.data.as_bytes().unwrap().as_ptr() as usize, addrs[k as usize], "the loan's own memory");
+            let info = s.info();
+            assert_eq!((info.sequence, info.transport, info.backend), (k as u64, Transport::Intra, BackendKind::Cpu));
+            assert!(info.publish_time_ns >= before);
+        }
+    }
+    assert_eq!(publisher_ids.len(), 1, "one publisher, one id");
+}
+
+#[test]
 fn publish_copy_delivers_every_field() {
     let n = node("copy");
     let t = topic("copy");

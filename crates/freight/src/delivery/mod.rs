@@ -11,14 +11,19 @@
 //!    (in-process heap frame, or an iceoryx2 sample every process maps) and
 //!    [`holds`] which readers a device buffer is lent to.
 //! 2. The user writes the buffers in place (`loan.rs`, typestate).
-//! 3. `Publisher::publish` encodes the small fields (`frame.rs`);
+//! 3. `Publisher::publish` first offers the message to
+//!    [`Sender::hand_over`] (`ways_out.rs`): on the in-process route with
+//!    host buffers and no network reader the message itself goes to each
+//!    in-process queue, nothing encoded. Otherwise it encodes the small
+//!    fields (`frame.rs`);
 //!    [`Sender::export`] exports the buffers, holding device blocks for
 //!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
 //!    to in-process subscriptions, through the iceoryx2 port to other
 //!    processes, as CDR to the DDS writer (`network.rs`) for readers on other
 //!    hosts and stock ROS 2 nodes.
 //! 4. On the other side [`Receiver::next`] (`receiver.rs`) takes the
-//!    next frame from the same three ways in, and [`import`] decodes it,
+//!    next frame (or handed-over sample) from the same three ways in, and
+//!    [`import`] decodes a frame,
 //!    taking each buffer in the memory `negotiation.rs` picks.
 //!
 //! [`housekeeping`] runs the per-process threads: history for late joiners
@@ -44,7 +49,7 @@ mod ways_out;
 pub(crate) use import::{decode, decode_cdr};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
-pub(crate) use ways_out::serialize;
+pub(crate) use ways_out::{serialize, Handover};
 
 type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
 

@@ -24,7 +24,7 @@ use crate::node::Node;
 use crate::qos::{Durability, QoS};
 use crate::sample::Transport;
 use crate::sync::lock;
-use crate::topic::{local_topic, open_services, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::topic::{local_topic, open_services, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
 type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;
@@ -100,6 +100,8 @@ pub(crate) struct Receiver {
 /// message as CDR.
 pub(crate) enum Arrival {
     Frame(Frame, Transport),
+    /// A `Sample<M>` handed over in the process as it is.
+    Sample(Box<dyn std::any::Any + Send>),
     Cdr(ReceivedCdr),
 }
 
@@ -204,8 +206,10 @@ impl Receiver {
     /// Takes the next frame or network message if one is queued: in-process
     /// frames first, then shared memory, then the network.
     pub(crate) fn next(&self) -> Result<Option<Arrival>, TakeError> {
-        if let Some(frame) = self.intra.pop() {
-            return Ok(Some(Arrival::Frame(frame, Transport::Intra)));
+        match self.intra.pop() {
+            Some(Handed::Frame(frame)) => return Ok(Some(Arrival::Frame(frame, Transport::Intra))),
+            Some(Handed::Sample(sample)) => return Ok(Some(Arrival::Sample(sample))),
+            None => {}
         }
         match self.iox.receive() {
             Ok(Some(s)) => Ok(Some(Arrival::Frame(Arc::new(ShmFrame::new(s)), Transport::Shm))),
@@ -297,8 +301,10 @@ impl Drop for Receiver {
     /// Gives back device-memory holds of messages this subscription will never
     /// read: the publisher counted it as a reader of each of them.
     fn drop(&mut self) {
-        while let Some(frame) = self.intra.pop() {
-            self.unread.release_frame(frame.bytes());
+        while let Some(item) = self.intra.pop() {
+            if let Handed::Frame(frame) = item {
+                self.unread.release_frame(frame.bytes());
+            }
         }
         while let Ok(Some(sample)) = self.iox.receive() {
             self.unread.release_frame(sample.payload());

@@ -42,8 +42,8 @@ pub(crate) struct Sender {
     pub(super) summary: PeerSummary,
     pub(super) subscribers: Arc<Mutex<Subscribers>>,
     pub(super) missed: Arc<MissedReceivers>,
-    id: u64,
-    sequence: AtomicU64,
+    pub(super) id: u64,
+    pub(super) sequence: AtomicU64,
     /// The device pool buffers live in (`cuda`, `fake-device`), if any.
     pub(super) pool: Option<Arc<dyn Backend>>,
     /// An in-frame backend of the publisher's own other than `cpu` / `shm`

@@ -1,24 +1,29 @@
-//! The ways a finished frame leaves: to in-process subscriptions by pointer,
-//! to shared memory through the iceoryx2 port, and to the network as CDR.
+//! The ways a message leaves: to in-process subscriptions as it is, or its
+//! frame by pointer; to shared memory through the iceoryx2 port; to the
+//! network as CDR.
 //!
-//! [`Sender::deliver`] is the one place a local frame is sent;
-//! [`Sender::send_network`] the one place a message is written to DDS.
+//! [`Sender::hand_over`] is the one place a message goes to in-process
+//! subscriptions without a frame, [`Sender::deliver`] the one place a local
+//! frame is sent, [`Sender::send_network`] the one place a message is written
+//! to DDS.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use freight_backend::{FrameMemory, HeapFrame};
-use freight_msg::{CdrWriter, EncodeError};
+use freight_backend::{frame_view, FrameMemory, HeapFrame};
+use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
-use super::{FrameMut, Sender};
+use super::sender::Lent;
+use super::{FrameMut, Route, Sender};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
 use crate::frame::Entry;
 use crate::network::NetworkWriter;
 use crate::qos::{Durability, QoS, Reliability};
+use crate::sample::{MessageInfo, Sample, Transport};
 use crate::sync::lock;
-use crate::topic::{Delivery, IntraQueue};
+use crate::topic::{Delivery, Handed, IntraQueue};
 
 /// A heap frame that returns its memory to the publisher's pool when the last
 /// subscriber drops it: allocating fresh pages per message costs more than a
@@ -65,7 +70,83 @@ pub(crate) fn serialize(
     Ok(w.finish())
 }
 
+/// What [`Sender::hand_over`] did with a published loan.
+// `NotHere` is every publish to another process: boxing it would allocate
+// per publish; the value lives for one call.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Handover<M> {
+    /// Handed to the in-process subscriptions: the publish's result.
+    Done(Result<(), PublishError>),
+    /// Not for this way out (another process or the network reads, or the
+    /// buffers are not host memory in the frame): the message and its loan
+    /// back, for the frame.
+    NotHere(M, Lent),
+}
+
 impl Sender {
+    /// Publishes a written loan by handing the message itself to each
+    /// in-process subscription, when nobody else reads it and its buffers are
+    /// host memory in the loan's heap frame: they become views of that frame,
+    /// and nothing is encoded, checked or decoded (the frame path writes a
+    /// header and the small fields' CDR, which the subscription reads back).
+    /// Every subscription but the last gets a clone (its buffers share the
+    /// frame).
+    pub(crate) fn hand_over<M: Message>(&self, mut msg: M, lent: Lent, to_network: bool) -> Handover<M> {
+        let Lent { frame, buffers, route, device_readers, kind } = lent;
+        let in_frame = |b: &super::LoanedBuffer| {
+            b.backend.kind() == BackendKind::Cpu && b.host_copy.is_none() && b.frame_offset.is_some()
+        };
+        let bytes = match frame {
+            FrameMut::Heap(bytes)
+                if !to_network
+                    && route == Route::Intra
+                    && self.route() == Route::Intra
+                    && device_readers.is_empty()
+                    && buffers.iter().all(in_frame) =>
+            {
+                bytes
+            }
+            frame => return Handover::NotHere(msg, Lent { frame, buffers, route, device_readers, kind }),
+        };
+        let frame = self.pooled_frame(bytes);
+        let mut views = buffers.iter().map(|b| {
+            let offset = b.frame_offset.expect("checked above: the buffer is in the frame");
+            // The regions are the loan's own layout of this frame.
+            frame_view(&frame, offset, b.block.len()).expect("a loan's buffer lies in its frame")
+        });
+        msg.visit_buffers_mut(&mut |raw| {
+            if let Some(view) = views.next() {
+                *raw = RawBuffer::from_storage(view);
+            }
+        });
+        let info = MessageInfo {
+            publisher_id: self.id,
+            sequence: self.sequence.fetch_add(1, Ordering::Relaxed),
+            publish_time_ns: crate::clock::monotonic_ns(),
+            transport: Transport::Intra,
+            backend: BackendKind::Cpu,
+        };
+        let mut sample = Some(Sample { msg, info });
+        let subscribers = self.local.subscribers();
+        let (mut missed, mut wake) = (0, false);
+        for (i, q) in subscribers.iter().enumerate() {
+            let item = if i + 1 == subscribers.len() { sample.take() } else { sample.clone() };
+            let Some(item) = item else { break };
+            match deliver_intra(q, Handed::Sample(Box::new(item)), self.qos) {
+                Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
+                Delivery::Skipped => {}
+                Delivery::TimedOut => missed += 1,
+            }
+        }
+        Handover::Done(self.delivered(wake, missed))
+    }
+
+    /// A heap frame that goes back to this publisher's pool when its last
+    /// reader drops it.
+    fn pooled_frame(&self, bytes: Vec<u8>) -> freight_backend::Frame {
+        Arc::new(PooledFrame { frame: HeapFrame(bytes), pool: Arc::downgrade(&self.heap_frames) })
+    }
+
     /// Sends a finished frame. `device` lists its buffers in device memory,
     /// whose holds are given back for subscribers that do not receive it.
     pub(crate) fn deliver(&self, frame: FrameMut, device: &[Entry]) -> Result<(), PublishError> {
@@ -73,10 +154,9 @@ impl Sender {
         let mut wake = false;
         match frame {
             FrameMut::Heap(bytes) => {
-                let frame: freight_backend::Frame =
-                    Arc::new(PooledFrame { frame: HeapFrame(bytes), pool: Arc::downgrade(&self.heap_frames) });
+                let frame = self.pooled_frame(bytes);
                 for q in self.local.subscribers() {
-                    match deliver_intra(&q, &frame, self.qos) {
+                    match deliver_intra(&q, Handed::Frame(frame.clone()), self.qos) {
                         Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
                         Delivery::Skipped => self.release_for(&q.ad, device),
                         Delivery::TimedOut => {
@@ -108,6 +188,12 @@ impl Sender {
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
             }
         }
+        self.delivered(wake, missed)
+    }
+
+    /// Wakes blocking subscriptions when one was given something, and reports
+    /// the reliable ones that missed the message.
+    fn delivered(&self, wake: bool, missed: usize) -> Result<(), PublishError> {
         if wake {
             // A failed wake-up leaves data queued; the subscriber sees it on its
             // next wait, so it is not an error of this publish.
@@ -142,13 +228,13 @@ impl Sender {
     }
 }
 
-fn deliver_intra(q: &IntraQueue, frame: &freight_backend::Frame, qos: QoS) -> Delivery {
+fn deliver_intra(q: &IntraQueue, item: Handed, qos: QoS) -> Delivery {
     if qos.reliability == Reliability::BestEffort && q.ad.reliability == Reliability::Reliable {
         // A best-effort publisher never waits, whatever the subscriber asked.
-        return match q.push(frame.clone(), Duration::ZERO) {
+        return match q.push(item, Duration::ZERO) {
             Delivery::TimedOut => Delivery::Skipped,
             d => d,
         };
     }
-    q.push(frame.clone(), qos.max_blocking_time)
+    q.push(item, qos.max_blocking_time)
 }
