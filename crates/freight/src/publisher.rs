@@ -14,7 +14,7 @@ use std::sync::Arc;
 use freight_msg::message::{write_inline, InlineBuffers};
 use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 
-use crate::delivery::{serialize, Exported, Handover, Lent, MessageType, Sender};
+use crate::delivery::{serialize, Exported, FrameMut, Lent, MessageType, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry};
 use crate::loan::{Loan, LoanUninit};
@@ -155,7 +155,7 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
-        let (msg, lent) = loan.into_parts()?;
+        let (msg, Lent { frame, buffers, route, device_readers, .. }) = loan.into_parts()?;
         let mut ordinal = 0usize;
         let mut foreign = None;
         msg.visit_buffers(&mut |raw| {
@@ -171,11 +171,12 @@ impl<M: Message> Publisher<M> {
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them.
         let to_network = sender.to_network();
-        let (msg, Lent { mut frame, buffers, route, device_readers, .. }) =
-            match sender.hand_over(msg, lent, to_network) {
-                Handover::Done(published) => return published,
-                Handover::NotHere(msg, lent) => (msg, lent),
-            };
+        let mut frame = match frame {
+            FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
+                return sender.hand_over(msg, bytes, &buffers);
+            }
+            frame => frame,
+        };
         let Exported { entries, mut holds, views } =
             sender.export(&mut frame, buffers, route, device_readers, to_network)?;
         with_meta(&msg, &entries, |meta| {

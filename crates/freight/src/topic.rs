@@ -8,6 +8,7 @@
 //! when it opens the topic, in any process.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -113,11 +114,23 @@ pub(crate) struct LocalTopic {
 }
 
 impl LocalTopic {
-    /// The live in-process subscriptions.
-    pub(crate) fn subscribers(&self) -> Vec<Arc<IntraQueue>> {
-        let mut subs = lock(&self.subs);
-        subs.retain(|w| w.strong_count() > 0);
-        subs.iter().filter_map(Weak::upgrade).collect()
+    /// Calls `f` with the live in-process subscriptions, gathered under the
+    /// lock and used outside it (a reliable delivery may wait for room), in a
+    /// vector this thread keeps: no allocation per publish.
+    pub(crate) fn with_subscribers<R>(&self, f: impl FnOnce(&[Arc<IntraQueue>]) -> R) -> R {
+        thread_local! {
+            static SCRATCH: Cell<Vec<Arc<IntraQueue>>> = const { Cell::new(Vec::new()) };
+        }
+        let mut live = SCRATCH.take();
+        {
+            let mut subs = lock(&self.subs);
+            subs.retain(|w| w.strong_count() > 0);
+            live.extend(subs.iter().filter_map(Weak::upgrade));
+        }
+        let result = f(&live);
+        live.clear();
+        SCRATCH.set(live);
+        result
     }
 }
 

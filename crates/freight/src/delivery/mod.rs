@@ -49,7 +49,7 @@ mod ways_out;
 pub(crate) use import::{decode, decode_cdr};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
-pub(crate) use ways_out::{serialize, Handover};
+pub(crate) use ways_out::serialize;
 
 type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
 

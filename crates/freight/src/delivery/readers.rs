@@ -194,7 +194,7 @@ impl Sender {
             (yes.iter().map(|ad| ad.pid).collect(), no.len())
         };
         match route {
-            Route::Intra => split(&mut self.local.subscribers().iter().map(|q| q.ad)),
+            Route::Intra => self.local.with_subscribers(|subs| split(&mut subs.iter().map(|q| q.ad))),
             Route::Shm => split(&mut lock(&self.subscribers).values().map(|s| s.ad)),
         }
     }

@@ -14,8 +14,7 @@ use std::time::Duration;
 use freight_backend::{frame_view, FrameMemory, HeapFrame};
 use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
-use super::sender::Lent;
-use super::{FrameMut, Route, Sender};
+use super::{FrameMut, LoanedBuffer, Route, Sender};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
 use crate::frame::Entry;
@@ -70,48 +69,46 @@ pub(crate) fn serialize(
     Ok(w.finish())
 }
 
-/// What [`Sender::hand_over`] did with a published loan.
-// `NotHere` is every publish to another process: boxing it would allocate
-// per publish; the value lives for one call.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Handover<M> {
-    /// Handed to the in-process subscriptions: the publish's result.
-    Done(Result<(), PublishError>),
-    /// Not for this way out (another process or the network reads, or the
-    /// buffers are not host memory in the frame): the message and its loan
-    /// back, for the frame.
-    NotHere(M, Lent),
-}
-
 impl Sender {
-    /// Publishes a written loan by handing the message itself to each
-    /// in-process subscription, when nobody else reads it and its buffers are
-    /// host memory in the loan's heap frame: they become views of that frame,
-    /// and nothing is encoded, checked or decoded (the frame path writes a
-    /// header and the small fields' CDR, which the subscription reads back).
-    /// Every subscription but the last gets a clone (its buffers share the
-    /// frame).
-    pub(crate) fn hand_over<M: Message>(&self, mut msg: M, lent: Lent, to_network: bool) -> Handover<M> {
-        let Lent { frame, buffers, route, device_readers, kind } = lent;
-        let in_frame = |b: &super::LoanedBuffer| {
+    /// Whether a written loan goes to the in-process subscriptions as it is
+    /// ([`Sender::hand_over`]): its frame is a heap frame of the in-process
+    /// route, which is still the route (no subscriber in another process
+    /// came since the loan), its buffers are host memory in that frame, and
+    /// no network reader needs it encoded.
+    pub(crate) fn hands_over(
+        &self,
+        route: Route,
+        buffers: &[LoanedBuffer],
+        device_readers: &[u32],
+        to_network: bool,
+    ) -> bool {
+        let in_frame = |b: &LoanedBuffer| {
             b.backend.kind() == BackendKind::Cpu && b.host_copy.is_none() && b.frame_offset.is_some()
         };
-        let bytes = match frame {
-            FrameMut::Heap(bytes)
-                if !to_network
-                    && route == Route::Intra
-                    && self.route() == Route::Intra
-                    && device_readers.is_empty()
-                    && buffers.iter().all(in_frame) =>
-            {
-                bytes
-            }
-            frame => return Handover::NotHere(msg, Lent { frame, buffers, route, device_readers, kind }),
-        };
+        !to_network
+            && route == Route::Intra
+            && device_readers.is_empty()
+            && buffers.iter().all(in_frame)
+            && self.route() == Route::Intra
+    }
+
+    /// Publishes a written loan by handing the message itself to each
+    /// in-process subscription (when [`Sender::hands_over`] says so): its
+    /// buffers become views of the loan's heap frame `bytes`, and nothing is
+    /// encoded, checked or decoded (the frame path writes a header and the
+    /// small fields' CDR, which the subscription reads back). Every
+    /// subscription but the last gets a clone (its buffers share the frame).
+    pub(crate) fn hand_over<M: Message>(
+        &self,
+        mut msg: M,
+        bytes: Vec<u8>,
+        buffers: &[LoanedBuffer],
+    ) -> Result<(), PublishError> {
         let frame = self.pooled_frame(bytes);
         let mut views = buffers.iter().map(|b| {
-            let offset = b.frame_offset.expect("checked above: the buffer is in the frame");
-            // The regions are the loan's own layout of this frame.
+            // `hands_over` checked that each buffer is in the frame, where the
+            // loan's own layout put it.
+            let offset = b.frame_offset.expect("a handed-over buffer is in the frame");
             frame_view(&frame, offset, b.block.len()).expect("a loan's buffer lies in its frame")
         });
         msg.visit_buffers_mut(&mut |raw| {
@@ -127,18 +124,20 @@ impl Sender {
             backend: BackendKind::Cpu,
         };
         let mut sample = Some(Sample { msg, info });
-        let subscribers = self.local.subscribers();
-        let (mut missed, mut wake) = (0, false);
-        for (i, q) in subscribers.iter().enumerate() {
-            let item = if i + 1 == subscribers.len() { sample.take() } else { sample.clone() };
-            let Some(item) = item else { break };
-            match deliver_intra(q, Handed::Sample(Box::new(item)), self.qos) {
-                Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
-                Delivery::Skipped => {}
-                Delivery::TimedOut => missed += 1,
+        let (wake, missed) = self.local.with_subscribers(|subscribers| {
+            let (mut wake, mut missed) = (false, 0);
+            for (i, q) in subscribers.iter().enumerate() {
+                let item = if i + 1 == subscribers.len() { sample.take() } else { sample.clone() };
+                let Some(item) = item else { break };
+                match deliver_intra(q, Handed::Sample(Box::new(item)), self.qos) {
+                    Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
+                    Delivery::Skipped => {}
+                    Delivery::TimedOut => missed += 1,
+                }
             }
-        }
-        Handover::Done(self.delivered(wake, missed))
+            (wake, missed)
+        });
+        self.delivered(wake, missed)
     }
 
     /// A heap frame that goes back to this publisher's pool when its last
@@ -155,16 +154,18 @@ impl Sender {
         match frame {
             FrameMut::Heap(bytes) => {
                 let frame = self.pooled_frame(bytes);
-                for q in self.local.subscribers() {
-                    match deliver_intra(&q, Handed::Frame(frame.clone()), self.qos) {
-                        Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
-                        Delivery::Skipped => self.release_for(&q.ad, device),
-                        Delivery::TimedOut => {
-                            self.release_for(&q.ad, device);
-                            missed += 1;
+                self.local.with_subscribers(|subscribers| {
+                    for q in subscribers {
+                        match deliver_intra(q, Handed::Frame(frame.clone()), self.qos) {
+                            Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
+                            Delivery::Skipped => self.release_for(&q.ad, device),
+                            Delivery::TimedOut => {
+                                self.release_for(&q.ad, device);
+                                missed += 1;
+                            }
                         }
                     }
-                }
+                });
             }
             FrameMut::Shm(sample, _) => {
                 // SAFETY: every byte of the sample is initialized: header and
