@@ -147,6 +147,12 @@ impl Sender {
             CallbackProgression::Continue
         });
         let before = found.len();
+        // Whether each subscriber's pid answers here (`kill(pid, 0)`), asked
+        // once per subscriber and refresh.
+        let mut found: Vec<_> = found
+            .into_iter()
+            .map(|(id, ad, node)| (id, ad, node, is_own_node(node) || crate::clock::process_alive(ad.pid)))
+            .collect();
         // Listing the host's nodes costs about 60 µs per node: only when a
         // subscriber in another process may be dead. One in this pid
         // namespace whose pid is alive is taken as alive (a reused pid
@@ -154,20 +160,16 @@ impl Sender {
         // monitoring); one whose pid is gone, or in another namespace, is
         // asked about through iceoryx2's node monitoring.
         let own_ns = crate::process::pid_namespace();
-        let unsure = |ad: &SubscriberAd, node: u128| {
-            !is_own_node(node) && (ad.pid_ns.is_none() || ad.pid_ns != own_ns || !crate::clock::process_alive(ad.pid))
+        let unsure = |ad: &SubscriberAd, node: u128, answers: bool| {
+            !is_own_node(node) && (ad.pid_ns.is_none() || ad.pid_ns != own_ns || !answers)
         };
-        if found.iter().any(|(_, ad, node)| unsure(ad, *node)) {
+        if found.iter().any(|(_, ad, node, answers)| unsure(ad, *node, *answers)) {
             let dead = dead_nodes(self.node.inner.iox.config());
-            found.retain(|(_, _, node)| !dead.contains(node));
+            found.retain(|(_, _, node, _)| !dead.contains(node));
         }
-        let any_remote = found.iter().any(|&(_, _, node)| !is_own_node(node));
-        let subs: Subscribers = found
-            .into_iter()
-            .map(|(id, ad, node)| {
-                (id, Subscriber { ad, pid_here: is_own_node(node) || crate::clock::process_alive(ad.pid) })
-            })
-            .collect();
+        let any_remote = found.iter().any(|&(_, _, node, _)| !is_own_node(node));
+        let subs: Subscribers =
+            found.into_iter().map(|(id, ad, _, answers)| (id, Subscriber { ad, pid_here: answers })).collect();
         if subs.len() < before {
             // A subscriber died: have iceoryx2 remove its ports and give
             // back the samples it held, and the device pool its holds.
