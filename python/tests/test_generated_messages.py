@@ -20,7 +20,7 @@ from support import TIMEOUT, take, wait_for_subscriptions
 
 import freight.msgs
 from freight.msgs import builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs, tensor_msgs
-from freight.msgs.geometry_msgs import PoseWithCovariance
+from freight.msgs.geometry_msgs import Pose, PoseStamped, PoseWithCovariance, Quaternion
 from freight.msgs.sensor_msgs import Imu, JointState, NavSatStatus, PointField
 
 MODULES = [builtin_interfaces, std_msgs, geometry_msgs, sensor_msgs, tensor_msgs]
@@ -269,3 +269,13 @@ def test_msg_constants_are_class_attributes():
     assert NavSatStatus.STATUS_NO_FIX == -1 and NavSatStatus.SERVICE_GALILEO == 8
     assert tensor_msgs.Tensor.DTYPE_FLOAT == 2
     assert PointField().FLOAT64 == 8
+
+
+def test_msg_default_values_are_the_defaults_as_in_rclpy():
+    # geometry_msgs/Quaternion: `float64 w 1`, the identity rotation.
+    q = Quaternion()
+    assert (q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 1.0)
+    assert Pose().orientation.w == 1.0
+    assert PoseStamped().pose.orientation.w == 1.0
+    assert Quaternion(w=0.5).w == 0.5
+    assert Quaternion.deserialize(Quaternion().serialize()).w == 1.0

@@ -33,9 +33,9 @@
 //! names that are Rust keywords become raw identifiers (`r#type`); `self`,
 //! `super`, `crate` (which cannot be raw) get a trailing underscore (`self_`).
 //!
-//! Default values in `.msg` files (`float64 w 1`) are parsed and checked but **not
-//! applied yet**: `Default` gives zeros, empty strings and empty sequences. They
-//! are listed in the field's documentation.
+//! Default values in `.msg` files (`float64 w 1`) are applied by `Default` and
+//! listed in the field's documentation; fields without one default to zeros,
+//! empty strings and empty sequences.
 //!
 //! The Rust spelling of types follows the hand-written types of `freight_msg::msgs`
 //! (`String`, `Vec<T>`, `Buffer<T>`, bare message names), so a generated type

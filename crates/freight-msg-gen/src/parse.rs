@@ -4,8 +4,8 @@
 //!
 //! * blank lines and comments (`# ...`, also after a field);
 //! * a field `TYPE NAME`, optionally followed by a default value (`float64 w 1`,
-//!   `int32[] xs [1, 2]`). Defaults are parsed and checked but **not applied yet**:
-//!   the generated `Default` gives zeros, empty strings and empty sequences;
+//!   `int32[] xs [1, 2]`), parsed and checked against the field's type; the
+//!   generated `Default` applies it;
 //! * a constant `TYPE NAME=VALUE` (numbers, `bool`, `string`).
 //!
 //! Types: `bool`, `byte`, `char`, `int8`..`int64`, `uint8`..`uint64`, `float32`,
@@ -221,7 +221,7 @@ pub enum Value {
     String(String),
 }
 
-/// A field's default value (parsed, not applied yet).
+/// A field's default value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DefaultValue {
     /// The default of a single value.
@@ -237,7 +237,7 @@ pub struct Field {
     pub name: String,
     /// Its type.
     pub ty: FieldType,
-    /// Its default value, if one is given (not applied by the generated code yet).
+    /// Its default value, if one is given (the generated `Default` applies it).
     pub default: Option<DefaultValue>,
     /// Its documentation.
     pub doc: Vec<String>,

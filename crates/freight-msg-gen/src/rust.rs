@@ -246,17 +246,19 @@ pub(crate) fn emit(packages: &Resolved) -> String {
                         doc.push(String::new());
                     }
                     doc.push(format!("`.msg` type: `{}`.", f.ty.ros_name()));
-                    if let Some(d) = &f.default {
+                    let default = f.default.as_ref().map(|d| {
                         let text = match d {
                             DefaultValue::Scalar(v) => value_text(v),
                             DefaultValue::Array(vs) => {
                                 format!("[{}]", vs.iter().map(value_text).collect::<Vec<_>>().join(", "))
                             }
                         };
-                        doc.push(format!("Default in the `.msg` file (not applied yet): `{text}`."));
-                    }
+                        doc.push(format!("Default (from the `.msg` file): `{text}`."));
+                        format!(" = {}", default_expr(&f.ty, d))
+                    });
                     doc_lines(&mut out, "                    ", &doc);
-                    let _ = writeln!(out, "                    pub {}: {ty},", rust_ident(&f.name));
+                    let default = default.unwrap_or_default();
+                    let _ = writeln!(out, "                    pub {}: {ty}{default},", rust_ident(&f.name));
                 }
                 let _ = writeln!(out, "                }}");
             }
@@ -280,4 +282,28 @@ pub(crate) fn emit(packages: &Resolved) -> String {
         let _ = writeln!(out, "}}\n");
     }
     out
+}
+
+/// The Rust expression of a field's `.msg` default, for `message!`'s
+/// `field: Type = expr` (the field's type infers the literals' types).
+fn default_expr(ty: &FieldType, default: &DefaultValue) -> String {
+    let one = |v: &Value| match (&ty.base, v) {
+        (BaseType::String { .. }, Value::String(s)) => format!("::std::string::String::from({s:?})"),
+        (BaseType::Primitive(Primitive::Float32 | Primitive::Float64), Value::Int(i)) => format!("{i}.0"),
+        (base, v) => value_literal(v, base).1,
+    };
+    match default {
+        DefaultValue::Scalar(v) => one(v),
+        DefaultValue::Array(vs) => {
+            let items = vs.iter().map(one).collect::<Vec<_>>().join(", ");
+            match (ty.array, &ty.base) {
+                (ArrayKind::Fixed(n), _) if n <= 32 => format!("[{items}]"),
+                (ArrayKind::Fixed(_), _) => format!("::core::convert::From::from([{items}])"),
+                (ArrayKind::Unbounded, BaseType::Primitive(p)) if p.is_numeric() => {
+                    format!("::freight_msg::Buffer::from(::std::vec![{items}])")
+                }
+                _ => format!("::std::vec![{items}]"),
+            }
+        }
+    }
 }

@@ -49,7 +49,9 @@ fn emits_message_blocks() {
         "pub const HALF: f32 = 0.5;",
         "pub const GREETING: &'static str = \"hello # not a comment\";",
         "#[doc = \" A keyword as a field name.\"]",
-        "#[doc = \" Default in the `.msg` file (not applied yet): `42`.\"]",
+        "#[doc = \" Default (from the `.msg` file): `42`.\"]",
+        "pub with_default: i32 = 42,",
+        "pub pair_default: [f64; 2] = [1.5, -2.0],",
         "#[doc = \" A message using every kind of field freight-msg-gen supports.\"]",
         // Dependencies from the shipped interfaces, and only those used.
         "pub struct Header = \"std_msgs/msg/Header\"",

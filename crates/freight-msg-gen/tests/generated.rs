@@ -82,10 +82,15 @@ fn empty_message_is_one_byte() {
 }
 
 #[test]
-fn defaults_are_not_applied_yet() {
-    // `int32 with_default 42` and `float64 w 1`: documented, but Default gives zeros.
-    assert_eq!(Everything::default().with_default, 0);
-    assert_eq!(shipped::geometry_msgs::msg::Quaternion::default().w, 0.0);
+fn msg_defaults_are_the_default_values() {
+    // `int32 with_default 42`, `float64[2] pair_default [1.5, -2]`, and
+    // geometry_msgs' `float64 w 1`: an identity quaternion, as in rclpy.
+    let e = Everything::default();
+    assert_eq!((e.with_default, e.pair_default), (42, [1.5, -2.0]));
+    assert_eq!(e.fixed, [0.0; 3], "fields without a default keep zero");
+    let q = shipped::geometry_msgs::msg::Quaternion::default();
+    assert_eq!((q.x, q.y, q.z, q.w), (0.0, 0.0, 0.0, 1.0));
+    assert_eq!(shipped::geometry_msgs::msg::Pose::default().orientation.w, 1.0);
 }
 
 #[test]

@@ -6,22 +6,28 @@
 ///
 /// Fields are encoded in declaration order, as ROS 2 does. A field may be a
 /// number, `bool`, `String`, `Vec<_>`, `[_; N]`, another message, or a
-/// [`Buffer<T>`](crate::Buffer) for large data.
+/// [`Buffer<T>`](crate::Buffer) for large data. `= expr` after a field's type
+/// is its value in `Default` (a `.msg` file's default), else `T::default()`.
 ///
 /// ```
 /// freight_msg::message! {
 ///     /// One lidar return.
 ///     pub struct Return = "my_msgs/msg/Return" {
-///         pub range: f32,
+///         pub range: f32 = f32::INFINITY,
 ///         pub intensity: u8,
 ///     }
 /// }
 /// use freight_msg::Message;
 /// let bytes = Return { range: 1.5, intensity: 7 }.to_cdr().unwrap();
 /// assert_eq!(Return::from_cdr(&bytes).unwrap().intensity, 7);
+/// assert_eq!(Return::default().range, f32::INFINITY);
 /// ```
 #[macro_export]
 macro_rules! message {
+    // A field's default: the one declared (`field: T = expr`, the `.msg`
+    // file's), else `T::default()`.
+    (@default $ty:ty) => { <$ty as ::core::default::Default>::default() };
+    (@default $ty:ty, $default:expr) => { $default };
     // A message without fields: ROS 2 gives it one hidden byte
     // (`uint8 structure_needs_at_least_one_member`), so it is one byte on the wire.
     (
@@ -69,13 +75,19 @@ macro_rules! message {
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident = $ros:literal {
-            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty ),* $(,)?
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty $(= $default:expr)? ),* $(,)?
         }
     ) => {
         $(#[$meta])*
-        #[derive(Clone, Debug, Default, PartialEq)]
+        #[derive(Clone, Debug, PartialEq)]
         $vis struct $name {
             $( $(#[$fmeta])* $fvis $field: $ty, )*
+        }
+
+        impl ::core::default::Default for $name {
+            fn default() -> Self {
+                Self { $( $field: $crate::message!(@default $ty $(, $default)?), )* }
+            }
         }
 
         impl $crate::CdrField for $name {

@@ -35,8 +35,14 @@ pub(crate) enum Buffers {
 pub(crate) trait PyField: Sized {
     /// The value in the Python object.
     type Stored;
-    /// The value of a field not given to the constructor.
+    /// The value of a field not given to the constructor (and of a nested
+    /// message's fields).
     fn default_stored(py: Python<'_>) -> PyResult<Self::Stored>;
+    /// The value of a field not given to the constructor, from the field of
+    /// the message's `Default` (which holds the `.msg` file's defaults).
+    fn from_default(value: Self, py: Python<'_>) -> PyResult<Self::Stored> {
+        Self::read(value, py)
+    }
     /// Writes the Python value into the Rust field.
     fn write(stored: &Self::Stored, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()>;
     /// The Python value of a received Rust field.
@@ -326,6 +332,16 @@ impl<E: DataElement> PyField for Buffer<E> {
     fn default_stored(py: Python<'_>) -> PyResult<Data<E>> {
         let empty = PyArray1::<E>::zeros(py, 0, false);
         Ok(Data { array: empty.into_any().unbind(), element: PhantomData })
+    }
+    fn from_default(value: Buffer<E>, py: Python<'_>) -> PyResult<Data<E>> {
+        // `read` views received memory, read-only; a default is the user's to
+        // change, as the empty array of `default_stored` is.
+        match value.as_slice() {
+            Some(items) if !items.is_empty() => {
+                Ok(Data { array: PyArray1::from_slice(py, items).into_any().unbind(), element: PhantomData })
+            }
+            _ => Self::default_stored(py),
+        }
     }
     fn write(stored: &Data<E>, py: Python<'_>, target: &mut Buffer<E>, buffers: Buffers) -> PyResult<()> {
         if buffers == Buffers::Keep {

@@ -69,10 +69,13 @@ macro_rules! messages {
                 // One keyword argument per field, as rclpy's constructors take.
                 #[allow(clippy::too_many_arguments)]
                 fn new(py: Python<'_>, $($field: Option<<$fty as PyField>::Stored>),*) -> PyResult<Self> {
+                    // A field not given has the Rust message's default: the
+                    // `.msg` file's default value, else zero.
+                    let defaults = <$rust>::default();
                     Ok($class {
                         $($field: match $field {
                             Some(v) => v,
-                            None => <$fty as PyField>::default_stored(py)?,
+                            None => <$fty as PyField>::from_default(defaults.$field, py)?,
                         },)*
                     })
                 }
