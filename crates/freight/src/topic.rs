@@ -7,10 +7,10 @@
 //! attribute of the data service, so a publisher of another type is refused
 //! when it opens the topic, in any process.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -110,10 +110,21 @@ pub(crate) fn type_key() -> AttributeKey {
 /// What a topic's in-process subscriptions share with its in-process publishers.
 pub(crate) struct LocalTopic {
     pub type_name: &'static str,
+    /// The Rust type of the first endpoint, and whether every endpoint since
+    /// had it too. Two Rust types can be one ROS type (a `.msg` generated
+    /// in two crates: same name, same hash), and a `Sample<M>` handed over
+    /// as it is reaches only subscriptions of the same `M`.
+    rust_type: TypeId,
+    one_rust_type: AtomicBool,
     pub subs: Mutex<Vec<Weak<IntraQueue>>>,
 }
 
 impl LocalTopic {
+    /// Whether every endpoint of the topic in this process has one Rust type.
+    pub(crate) fn one_rust_type(&self) -> bool {
+        self.one_rust_type.load(Ordering::Acquire)
+    }
+
     /// Calls `f` with the live in-process subscriptions, gathered under the
     /// lock and used outside it (a reliable delivery may wait for room), in a
     /// vector this thread keeps: no allocation per publish.
@@ -142,7 +153,12 @@ fn registry() -> &'static Registry {
 }
 
 /// The process-wide record of `topic` in `domain`, created on first use.
-pub(crate) fn local_topic(domain: u32, topic: &str, type_name: &'static str) -> Result<Arc<LocalTopic>, CreateError> {
+pub(crate) fn local_topic(
+    domain: u32,
+    topic: &str,
+    type_name: &'static str,
+    rust_type: TypeId,
+) -> Result<Arc<LocalTopic>, CreateError> {
     let mut reg = lock(registry());
     reg.retain(|_, w| w.strong_count() > 0);
     let key = (domain, topic.to_string());
@@ -154,9 +170,17 @@ pub(crate) fn local_topic(domain: u32, topic: &str, type_name: &'static str) -> 
                 requested: type_name,
             });
         }
+        if t.rust_type != rust_type {
+            t.one_rust_type.store(false, Ordering::Release);
+        }
         return Ok(t);
     }
-    let t = Arc::new(LocalTopic { type_name, subs: Mutex::new(Vec::new()) });
+    let t = Arc::new(LocalTopic {
+        type_name,
+        rust_type,
+        one_rust_type: AtomicBool::new(true),
+        subs: Mutex::new(Vec::new()),
+    });
     reg.insert(key, Arc::downgrade(&t));
     Ok(t)
 }

@@ -5,11 +5,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::{Image, PointCloud2};
+use freight::msgs::std_msgs::Header;
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{
-    BackendKind, BackendSet, Buffer, Context, ContextBuilder, CreateError, Executor, Limits, LoanError, PublishError,
-    PublisherOptions, QoS, SubscriptionOptions, TakeError, Transport, WaitMode, WaitOutcome, WaitSet,
+    BackendKind, BackendSet, Buffer, Context, ContextBuilder, CreateError, Executor, Limits, LoanError, Message,
+    PublishError, PublisherOptions, QoS, SubscriptionOptions, TakeError, Transport, WaitMode, WaitOutcome, WaitSet,
 };
 use freight_testkit::{skip, Lack};
 
@@ -76,6 +78,34 @@ fn a_loan_is_handed_over_as_it_is_with_its_small_fields_sequence_and_time() {
         }
     }
     assert_eq!(publisher_ids.len(), 1, "one publisher, one id");
+}
+
+freight::message! {
+    /// `std_msgs/Header` declared again, as a crate that generates its own
+    /// `.msg` types has it: another Rust type, the same ROS type and hash.
+    pub struct OwnHeader = "std_msgs/msg/Header" {
+        pub stamp: Time,
+        pub frame_id: String,
+    }
+}
+
+#[test]
+fn a_loan_reaches_a_subscription_of_another_rust_type_of_the_same_ros_type() {
+    // Not handed over as a `Sample<OwnHeader>` (the subscription takes
+    // `Header`): sent as a frame, which both read.
+    assert_eq!(OwnHeader::TYPE_HASH, Header::TYPE_HASH);
+    let n = node("two_rust_types");
+    let t = topic("two_rust_types");
+    let theirs = n.create_subscription::<Header>(&t, 5).unwrap();
+    let ours = n.create_subscription::<OwnHeader>(&t, 5).unwrap();
+    let publisher = n.create_publisher::<OwnHeader>(&t, 5).unwrap();
+    let mut msg = publisher.loan_buffers(&[]).unwrap().write_from_fn(|_| 0);
+    msg.frame_id = "base_link".into();
+    msg.stamp.sec = 7;
+    publisher.publish(msg).unwrap();
+    let got = theirs.take(T).unwrap().expect("message");
+    assert_eq!((got.frame_id.as_str(), got.stamp.sec), ("base_link", 7));
+    assert_eq!(ours.take(T).unwrap().expect("message").frame_id, "base_link");
 }
 
 #[test]

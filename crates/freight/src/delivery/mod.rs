@@ -140,10 +140,17 @@ pub(crate) struct MessageType {
     pub hash: u64,
     /// The DDS type name (`pkg::msg::dds_::Name_`).
     pub dds_name: String,
+    /// The Rust type: an in-process hand-over needs the same on both sides.
+    pub rust_type: std::any::TypeId,
 }
 
 impl MessageType {
     pub(crate) fn of<M: Message>() -> Self {
-        MessageType { name: M::TYPE_NAME, hash: M::TYPE_HASH, dds_name: M::dds_type_name() }
+        MessageType {
+            name: M::TYPE_NAME,
+            hash: M::TYPE_HASH,
+            dds_name: M::dds_type_name(),
+            rust_type: std::any::TypeId::of::<M>(),
+        }
     }
 }

@@ -137,7 +137,7 @@ impl Receiver {
         // Only the devices of accepted backends: asking creates the backend.
         let device = |k: BackendKind| accepts.contains(k).then(|| ctx.device_uuid(k)).flatten();
         let devices = OwnDevices { cuda: device(BackendKind::Cuda), fake_device: device(BackendKind::FakeDevice) };
-        let local = local_topic(ctx.domain_id, topic, ty.name)?;
+        let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
         let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
         let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;

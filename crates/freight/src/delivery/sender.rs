@@ -108,7 +108,7 @@ impl Sender {
         };
         let device = pool.as_ref().and_then(|p| ctx.device_uuid(p.kind()));
         let device_tag = device.map(|u| DeviceTag::of_uuid(&u));
-        let local = local_topic(ctx.domain_id, topic, ty.name)?;
+        let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
         let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
 
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();

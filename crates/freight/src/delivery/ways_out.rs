@@ -73,8 +73,9 @@ impl Sender {
     /// Whether a written loan goes to the in-process subscriptions as it is
     /// ([`Sender::hand_over`]): its frame is a heap frame of the in-process
     /// route, which is still the route (no subscriber in another process
-    /// came since the loan), its buffers are host memory in that frame, and
-    /// no network reader needs it encoded.
+    /// came since the loan), its buffers are host memory in that frame, no
+    /// network reader needs it encoded, and every endpoint of the topic in
+    /// this process has the publisher's Rust type.
     pub(crate) fn hands_over(
         &self,
         route: Route,
@@ -87,6 +88,7 @@ impl Sender {
         };
         !to_network
             && route == Route::Intra
+            && self.local.one_rust_type()
             && device_readers.is_empty()
             && buffers.iter().all(in_frame)
             && self.route() == Route::Intra
