@@ -184,6 +184,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("export_to_no_readers_frees_at_once", export_to_no_readers_frees_at_once),
     ("unexported_block_returns_to_pool_on_drop", unexported_block_returns_to_pool_on_drop),
     ("release_unimported_gives_the_hold_back", release_unimported_gives_the_hold_back),
+    ("awaits_names_the_holds_not_yet_imported", awaits_names_the_holds_not_yet_imported),
     ("descriptor_of_freed_or_reused_block_is_stale", descriptor_of_freed_or_reused_block_is_stale),
     ("exhausted_pool_recovers_after_release", exhausted_pool_recovers_after_release),
     ("holds_of_a_dead_reader_are_reclaimed", holds_of_a_dead_reader_are_reclaimed),
@@ -249,6 +250,7 @@ macro_rules! conformance_tests {
                 export_to_no_readers_frees_at_once,
                 unexported_block_returns_to_pool_on_drop,
                 release_unimported_gives_the_hold_back,
+                awaits_names_the_holds_not_yet_imported,
                 descriptor_of_freed_or_reused_block_is_stale,
                 exhausted_pool_recovers_after_release,
                 holds_of_a_dead_reader_are_reclaimed,
@@ -662,6 +664,31 @@ pub fn release_unimported_gives_the_hold_back(h: &dyn Harness) {
     drop(reader);
     assert_stats(h, before, "after every hold was given back");
     assert!(b.release_unimported(d, me()).is_err(), "{label}: release_unimported of a freed block succeeded");
+}
+
+/// `awaits` says whether a reader has a hold it has not imported: until its
+/// last such hold is imported or given back, and never for a freed block, a
+/// process that was not named, or an in-frame backend.
+pub fn awaits_names_the_holds_not_yet_imported(h: &dyn Harness) {
+    let b = h.backend();
+    let label = h.label();
+    let other = dead_pid();
+    let p = publish_for(h, 100, 23, Via::WriteFromHost, &[me(), me()]).expect("write_from_host always works");
+    let d = p.descriptor.as_bytes();
+    if b.in_frame() {
+        assert!(!b.awaits(d, me()), "{label}: an in-frame backend awaits a reader");
+        return;
+    }
+    let before = b.stats();
+    assert!(b.awaits(d, me()), "{label}: a reader named twice does not await the block");
+    assert!(!b.awaits(d, other), "{label}: a process that was not named awaits the block");
+    let reader = import(h, &p);
+    assert!(b.awaits(d, me()), "{label}: with one of two holds imported, the other is not awaited");
+    b.release_unimported(d, me()).unwrap_or_else(|e| panic!("{label}: release_unimported: {e}"));
+    assert!(!b.awaits(d, me()), "{label}: awaited after one hold was imported and the other given back");
+    drop(reader);
+    assert!(!b.awaits(d, me()), "{label}: a freed block is awaited");
+    assert_eq!(b.stats().blocks_in_use, before.blocks_in_use - 1, "{label}: the block was not freed");
 }
 
 /// Pool backends: the descriptor of a block that was freed, and then of one

@@ -227,6 +227,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// import: it chose another representation, or never received the message.
     fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), ImportError>;
 
+    /// Whether process `reader` has a hold on the block `descriptor` names
+    /// that it has not imported: the message is on its way to it, or never
+    /// reached it. `false` once it imported or gave back every hold of its
+    /// own, for a descriptor that is stale or not of this backend, and for
+    /// backends whose memory the frame owns.
+    fn awaits(&self, _descriptor: &[u8], _reader: u32) -> bool {
+        false
+    }
+
     /// The UUID of the device whose memory this backend lends (`cuda`,
     /// `cuda-host`, and the simulated device of `fake-device`); `None` for
     /// host-only backends. A reader on another device cannot import this

@@ -234,6 +234,12 @@ impl<M: PoolMemory> DevicePool<M> {
         }
     }
 
+    pub(crate) fn awaits(&self, descriptor: &[u8], reader: u32) -> bool {
+        let Ok((_, r)) = self.resolve(descriptor) else { return false };
+        let waiting = reader_slot(reader, r.generation);
+        r.map.record(r.index).readers.iter().any(|s| s.load(Ordering::Acquire) == waiting)
+    }
+
     pub(crate) fn reclaim_dead_readers(&self) -> usize {
         let mut a = self.pool.lock();
         self.pool.tidy(&mut a)
@@ -471,6 +477,10 @@ macro_rules! backend_over_pool {
 
             fn release_unimported(&self, descriptor: &[u8], reader: u32) -> Result<(), $crate::ImportError> {
                 self.pool.release_unimported(descriptor, reader)
+            }
+
+            fn awaits(&self, descriptor: &[u8], reader: u32) -> bool {
+                self.pool.awaits(descriptor, reader)
             }
 
             fn device_uuid(&self) -> Option<[u8; 16]> {
