@@ -177,7 +177,7 @@ impl<M: Message> Publisher<M> {
             }
             frame => frame,
         };
-        let Exported { entries, mut holds, views } =
+        let Exported { entries, device_readers, mut holds, views } =
             sender.export(&mut frame, buffers, route, device_readers, to_network)?;
         with_meta(&msg, &entries, |meta| {
             if meta.len() > sender.meta_reserve {
@@ -196,7 +196,7 @@ impl<M: Message> Publisher<M> {
                 views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
             serialize(|w| msg.write(w, &mut LoanViews(&slices)))
         });
-        let delivered = sender.rerouted(frame).and_then(|frame| sender.deliver(frame, &device));
+        let delivered = sender.rerouted(frame).and_then(|frame| sender.deliver(frame, &device, &device_readers));
         if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
             // The frame went out: its readers give the holds back (`deliver`
             // already did for those it missed).
@@ -222,7 +222,7 @@ impl<M: Message> Publisher<M> {
             sender.write_header_and_meta(M::TYPE_HASH, meta, entries.len(), &mut frame);
             Ok(())
         })?;
-        let delivered = sender.deliver(frame, &[]);
+        let delivered = sender.deliver(frame, &[], &[]);
         if sender.to_network() {
             sender.send_network(serialize(|w| msg.write(w, &mut InlineBuffers))?)?;
         }

@@ -553,6 +553,22 @@ fn run_child(role: &str) {
             say(format!("GOT {}", got.join(" ")));
             wait_for_parent(&cmds);
         }
+        // Accepts fake-device memory; at each DRAIN takes what is queued and
+        // reports its count and how many came in device memory.
+        "device_drain_sub" => {
+            let opts =
+                SubscriptionOptions { accepted_backends: Some(accepted("shm,fake-device")), ..Default::default() };
+            let sub = n.create_subscription_with_options::<UInt8MultiArray>(&t, QoS::keep_last(2), opts).unwrap();
+            say("READY");
+            while cmds.recv_timeout(T).is_ok_and(|c| c == "DRAIN") {
+                let (mut got, mut device) = (0, 0);
+                while let Some(s) = sub.take(Duration::from_millis(200)).unwrap() {
+                    got += 1;
+                    device += usize::from(s.backend() == BackendKind::FakeDevice);
+                }
+                say(format!("GOT {got} {device}"));
+            }
+        }
         // Accepts fake-device memory, takes and holds some samples.
         "device_hold_sub" => {
             let qos = match param("FREIGHT_TEST_QOS").as_str() {
@@ -1742,6 +1758,58 @@ fn device_memory_reaches_only_subscribers_on_the_same_device_and_one_host_copy_s
     for k in [same, cpu, other] {
         k.finish();
     }
+}
+
+/// A subscriber stopped when a device publisher appeared is skipped
+/// unannounced once its queue is full (see
+/// `reliable_subscriber_stopped_before_the_publisher_appeared_misses_nothing_silently`),
+/// so the publisher cannot tell that the holds it named for it on those
+/// frames will never be taken. They come back once the subscriber took a
+/// later frame, while it lives.
+#[test]
+fn device_holds_of_frames_a_stopped_subscriber_missed_unannounced_come_back() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    const BLOCK: usize = 64 << 10;
+    let before = pools_of(std::process::id());
+    let n = device_node("unattached", GPU_A, 16 * BLOCK);
+    let t = topic("unattached");
+    let mut kid = Kid::spawn(
+        "device_holds_of_frames_a_stopped_subscriber_missed_unannounced_come_back",
+        "device_drain_sub",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_FAKE_DEVICE_UUID", GPU_A_HEX)],
+    );
+    kid.expect("READY", T);
+    let signal = |sig| assert_eq!(unsafe { libc::kill(kid.pid() as libc::pid_t, sig) }, 0, "signal {sig}");
+    signal(libc::SIGSTOP);
+    let options = PublisherOptions { backend: BackendKind::FakeDevice, ..Default::default() };
+    let qos = QoS::keep_last(2).with_max_blocking_time(Duration::from_millis(50));
+    let p = n.create_publisher_with_options::<UInt8MultiArray>(&t, qos, options).unwrap();
+    let pool = new_pool(&before);
+    wait_for_subscriptions(&p, 1);
+    let publish = |i: u32| p.publish(p.loan(BLOCK).unwrap().write_from_fn(|j| pat(i, j)));
+    let results: Vec<_> = (0..6).map(publish).collect();
+    signal(libc::SIGCONT);
+    assert!(results[..2].iter().all(Result::is_ok), "{results:?}");
+    assert!(results[2..].iter().all(|r| matches!(r, Err(PublishError::QueueFull { .. }))), "{results:?}");
+    assert_eq!(pool_holds(&pool), 6, "every frame was lent to the subscriber");
+    kid.send("DRAIN");
+    assert_eq!(kid.expect("GOT", T), ["2", "2"], "the two frames queued before it stopped, in device memory");
+    // Three periods of the reaper thread, which would release them.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(pool_holds(&pool), 4, "the frames it missed are held until it takes a later one");
+    publish(6).unwrap();
+    kid.send("DRAIN");
+    assert_eq!(kid.expect("GOT", T), ["1", "1"]);
+    assert!(
+        wait_until(Duration::from_secs(2), || pool_holds(&pool) == 0),
+        "the living subscriber still holds {} blocks of frames it missed",
+        pool_holds(&pool)
+    );
+    let _cleanup = RemoveOnDrop(pools_of(kid.pid()));
+    kid.finish();
 }
 
 #[test]

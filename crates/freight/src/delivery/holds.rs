@@ -5,7 +5,8 @@
 //! A device pool (`cuda`, `fake-device`) keeps each block until every reader
 //! process it was exported to has let go of it (a "hold" per reader). Holds
 //! are named at export, given back by the reader on drop, by the publisher
-//! for readers a frame never reached, or by the reaper for readers that died.
+//! for readers a frame never reached, or by the reaper for readers that died
+//! and for those that missed a frame unannounced ([`super::unattached`]).
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -61,6 +62,13 @@ impl Sender {
                 None => false,
             })
             .collect()
+    }
+
+    /// The processes of the subscriptions in shared memory that take this
+    /// publisher's device memory, as last read (one entry per subscription).
+    pub(super) fn pool_readers(&self) -> Vec<u32> {
+        let Some(pool) = &self.pool else { return Vec::new() };
+        self.readers(Route::Shm, pool.kind()).0
     }
 
     /// Who a loan's device buffers are for: the process ids of the

@@ -27,7 +27,8 @@
 //!    taking each buffer in the memory `negotiation.rs` picks.
 //!
 //! [`housekeeping`] runs the per-process threads: history for late joiners
-//! of latched topics, holds of dead readers given back.
+//! of latched topics, holds of dead readers given back, and those of
+//! readers that missed a frame unannounced ([`unattached`]).
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -44,6 +45,7 @@ mod import;
 mod readers;
 mod receiver;
 mod sender;
+mod unattached;
 mod ways_out;
 
 pub(crate) use import::{decode, decode_cdr};

@@ -60,6 +60,15 @@ pub(super) struct MissedReceivers {
     list: Mutex<Vec<(Option<SubscriberAd>, bool)>>,
 }
 
+/// What [`Sender::unannounced_misses`] found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Unannounced {
+    /// Reliable subscribers that missed the sample, as far as can be told.
+    pub(super) reliable: usize,
+    /// Whether any subscriber missed it.
+    pub(super) any: bool,
+}
+
 impl MissedReceivers {
     fn record(&self, ad: Option<SubscriberAd>, reliable: bool) {
         lock(&self.list).push((ad, reliable));
@@ -201,8 +210,8 @@ impl Sender {
         }
     }
 
-    /// Reliable subscribers that missed a sample without the backpressure
-    /// handler hearing of it.
+    /// Subscribers that missed a sample without the backpressure handler
+    /// hearing of it.
     ///
     /// iceoryx2 calls the handler only for a subscriber whose side of the
     /// connection is attached. One that has not attached yet (its process is
@@ -212,15 +221,19 @@ impl Sender {
     /// if their number changed, so that one that left during the send is not
     /// counted as missing).
     ///
-    /// Such a subscriber cannot be told apart from the others: device holds
-    /// named for it stay until its process exits (the reaper takes them), and
-    /// a best-effort one that never attached counts as a reliable miss when
-    /// the topic has reliable subscribers too. A spurious `QueueFull` is
+    /// Such a subscriber cannot be told apart from the others: the frame is a
+    /// suspect for the holds of its device buffers ([`super::unattached`]),
+    /// and a best-effort one that never attached counts as a reliable miss
+    /// when the topic has reliable subscribers too. A spurious `QueueFull` is
     /// preferred to a silent loss.
-    pub(super) fn unannounced_misses(&self, recipients: usize, handled: &[(Option<SubscriberAd>, bool)]) -> usize {
+    pub(super) fn unannounced_misses(
+        &self,
+        recipients: usize,
+        handled: &[(Option<SubscriberAd>, bool)],
+    ) -> Unannounced {
         let known = self.summary.count.load(Ordering::Acquire);
-        if recipients + handled.len() >= known || self.qos.reliability == Reliability::BestEffort {
-            return 0;
+        if recipients + handled.len() >= known {
+            return Unannounced::default();
         }
         let n = self.services.data.dynamic_config().number_of_subscribers();
         if n != known {
@@ -228,8 +241,11 @@ impl Sender {
         }
         let subs = lock(&self.subscribers);
         let unexplained = subs.len().saturating_sub(recipients + handled.len());
+        if unexplained == 0 || self.qos.reliability == Reliability::BestEffort {
+            return Unannounced { reliable: 0, any: unexplained > 0 };
+        }
         let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
         let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
-        unexplained.min(reliable_unhandled)
+        Unannounced { reliable: unexplained.min(reliable_unhandled), any: true }
     }
 }

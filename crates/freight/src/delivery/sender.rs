@@ -15,6 +15,7 @@ use iceoryx2::prelude::*;
 
 use super::holds::Holds;
 use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
+use super::unattached::Unattached;
 use super::{housekeeping, layout, FrameMut, Layout, LoanedBuffer, MessageType, Route};
 use crate::endpoint::{DeviceTag, PublisherAd};
 use crate::error::{CreateError, LoanError, PublishError, ShmError};
@@ -46,6 +47,8 @@ pub(crate) struct Sender {
     pub(super) sequence: AtomicU64,
     /// The device pool buffers live in (`cuda`, `fake-device`), if any.
     pub(super) pool: Option<Arc<dyn Backend>>,
+    /// Frames of the pool that a reader may have missed unannounced.
+    pub(super) unattached: Option<Arc<Unattached>>,
     /// An in-frame backend of the publisher's own other than `cpu` / `shm`
     /// (`cuda-host`): frames always go through shared memory.
     pub(super) in_frame: Option<Arc<dyn Backend>>,
@@ -75,10 +78,12 @@ pub(crate) struct Lent {
 }
 
 /// A loan's buffers once exported: the table entries the frame's meta
-/// describes, the holds to give back if the publish fails, and where each
+/// describes, the readers its device buffers are lent to (one per
+/// subscription), the holds to give back if the publish fails, and where each
 /// buffer's host bytes are (for the network; empty when nobody reads there).
 pub(crate) struct Exported<'a> {
     pub entries: Vec<Entry>,
+    pub device_readers: Vec<u32>,
     pub holds: Holds<'a>,
     pub views: Vec<Option<(*const u8, usize)>>,
 }
@@ -159,6 +164,7 @@ impl Sender {
             missed,
             id,
             sequence: AtomicU64::new(0),
+            unattached: pool.as_ref().map(|p| Arc::new(Unattached::new(p))),
             pool,
             in_frame,
             device,
@@ -174,6 +180,9 @@ impl Sender {
         }
         if let Some(pool) = &sender.pool {
             housekeeping::reaper::watch(pool);
+        }
+        if let Some(unattached) = &sender.unattached {
+            housekeeping::reaper::tend(&sender, unattached);
         }
         Ok(sender)
     }
@@ -278,7 +287,7 @@ impl Sender {
             };
             entries.push(Entry { kind: b.backend.kind(), descriptor, alt });
         }
-        Ok(Exported { entries, holds, views })
+        Ok(Exported { entries, device_readers, holds, views })
     }
 
     /// Lays out a frame for `lens` bytes of buffers copied from the user's

@@ -14,6 +14,7 @@ use std::time::Duration;
 use freight_backend::{frame_view, FrameMemory, HeapFrame};
 use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
+use super::unattached::Sent;
 use super::{FrameMut, LoanedBuffer, Route, Sender};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
@@ -149,8 +150,9 @@ impl Sender {
     }
 
     /// Sends a finished frame. `device` lists its buffers in device memory,
-    /// whose holds are given back for subscribers that do not receive it.
-    pub(crate) fn deliver(&self, frame: FrameMut, device: &[Entry]) -> Result<(), PublishError> {
+    /// lent to the processes of `lent_to` (one per subscription), whose holds
+    /// are given back for subscribers that do not receive it.
+    pub(crate) fn deliver(&self, frame: FrameMut, device: &[Entry], lent_to: &[u32]) -> Result<(), PublishError> {
         let mut missed = 0;
         let mut wake = false;
         match frame {
@@ -183,10 +185,23 @@ impl Sender {
                         self.release_for(&ad, device);
                     }
                 }
-                match sent {
-                    Ok(recipients) => missed += self.unannounced_misses(recipients, &handled),
-                    Err(iceoryx2::port::SendError::UnableToDeliver) => {}
+                // Whether someone may have missed the frame without the
+                // handler knowing who: a frame a reader missed unannounced is a
+                // suspect of its device holds.
+                let unknown = match sent {
+                    Ok(recipients) => {
+                        let unannounced = self.unannounced_misses(recipients, &handled);
+                        missed += unannounced.reliable;
+                        unannounced.any
+                    }
+                    // The send stopped counting recipients.
+                    Err(iceoryx2::port::SendError::UnableToDeliver) => true,
                     Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
+                };
+                if let Some(unattached) = self.unattached.as_ref().filter(|_| !device.is_empty()) {
+                    let given_back: Vec<u32> = handled.iter().filter_map(|(ad, _)| ad.map(|a| a.pid)).collect();
+                    let suspect = unknown || handled.iter().any(|(ad, _)| ad.is_none());
+                    unattached.note(Sent { device, lent_to, given_back: &given_back, suspect });
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
             }
