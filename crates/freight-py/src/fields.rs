@@ -35,9 +35,6 @@ pub(crate) enum Buffers {
 pub(crate) trait PyField: Sized {
     /// The value in the Python object.
     type Stored;
-    /// The value of a field not given to the constructor (and of a nested
-    /// message's fields).
-    fn default_stored(py: Python<'_>) -> PyResult<Self::Stored>;
     /// The value of a field not given to the constructor, from the field of
     /// the message's `Default` (which holds the `.msg` file's defaults).
     fn from_default(value: Self, py: Python<'_>) -> PyResult<Self::Stored> {
@@ -64,9 +61,6 @@ macro_rules! plain_fields {
     ($($t:ty),*) => {$(
         impl PyField for $t {
             type Stored = $t;
-            fn default_stored(_: Python<'_>) -> PyResult<$t> {
-                Ok(<$t>::default())
-            }
             fn write(stored: &$t, _: Python<'_>, target: &mut $t, _: Buffers) -> PyResult<()> {
                 target.clone_from(stored);
                 Ok(())
@@ -102,9 +96,6 @@ pub(crate) trait PyMessage: Message {
 
 impl<M: PyMessage> PyField for M {
     type Stored = Py<M::Class>;
-    fn default_stored(py: Python<'_>) -> PyResult<Self::Stored> {
-        Py::new(py, M::default().read_fields(py)?)
-    }
     fn write(stored: &Self::Stored, py: Python<'_>, target: &mut M, buffers: Buffers) -> PyResult<()> {
         M::write_fields(&*stored.bind(py).try_borrow()?, py, target, buffers)
     }
@@ -202,9 +193,6 @@ impl<M: PyMessage> ListItem for M {
 
 impl<T: ListItem> PyField for Vec<T> {
     type Stored = List<T>;
-    fn default_stored(py: Python<'_>) -> PyResult<List<T>> {
-        Ok(List(PyList::empty(py).unbind(), PhantomData))
-    }
     fn write(stored: &List<T>, py: Python<'_>, target: &mut Vec<T>, buffers: Buffers) -> PyResult<()> {
         *target = stored.0.bind(py).iter().map(|item| T::write_item(&item, buffers)).collect::<PyResult<_>>()?;
         Ok(())
@@ -329,19 +317,11 @@ impl<'py, E> IntoPyObject<'py> for &Data<E> {
 
 impl<E: DataElement> PyField for Buffer<E> {
     type Stored = Data<E>;
-    fn default_stored(py: Python<'_>) -> PyResult<Data<E>> {
-        let empty = PyArray1::<E>::zeros(py, 0, false);
-        Ok(Data { array: empty.into_any().unbind(), element: PhantomData })
-    }
     fn from_default(value: Buffer<E>, py: Python<'_>) -> PyResult<Data<E>> {
-        // `read` views received memory, read-only; a default is the user's to
-        // change, as the empty array of `default_stored` is.
-        match value.as_slice() {
-            Some(items) if !items.is_empty() => {
-                Ok(Data { array: PyArray1::from_slice(py, items).into_any().unbind(), element: PhantomData })
-            }
-            _ => Self::default_stored(py),
-        }
+        // `read` views received memory, read-only; a default is a new array,
+        // the user's to change.
+        let items = value.as_slice().unwrap_or_default();
+        Ok(Data { array: PyArray1::from_slice(py, items).into_any().unbind(), element: PhantomData })
     }
     fn write(stored: &Data<E>, py: Python<'_>, target: &mut Buffer<E>, buffers: Buffers) -> PyResult<()> {
         if buffers == Buffers::Keep {
@@ -455,9 +435,6 @@ impl<'py, T, const N: usize> IntoPyObject<'py> for &Fixed<T, N> {
 
 impl<T: FixedElement, const N: usize> PyField for [T; N] {
     type Stored = Fixed<T, N>;
-    fn default_stored(py: Python<'_>) -> PyResult<Fixed<T, N>> {
-        Ok(Fixed::new(py, &[T::default(); N]))
-    }
     fn write(stored: &Fixed<T, N>, py: Python<'_>, target: &mut [T; N], _: Buffers) -> PyResult<()> {
         *target = stored.items(py)?;
         Ok(())
@@ -476,9 +453,6 @@ impl<T: FixedElement, const N: usize> PyField for [T; N] {
 /// `T[N]` with N > 32 (`float64[36]`), which the generated Rust type wraps.
 impl<T: FixedElement, const N: usize> PyField for FixedArray<T, N> {
     type Stored = Fixed<T, N>;
-    fn default_stored(py: Python<'_>) -> PyResult<Fixed<T, N>> {
-        <[T; N]>::default_stored(py)
-    }
     fn write(stored: &Fixed<T, N>, py: Python<'_>, target: &mut Self, buffers: Buffers) -> PyResult<()> {
         <[T; N]>::write(stored, py, &mut target.0, buffers)
     }
