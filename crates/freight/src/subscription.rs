@@ -126,8 +126,10 @@ impl<M: Message> Subscription<M> {
         match self.inner.next()? {
             Some(Arrival::Frame(frame, transport)) => decode(&self.inner, frame, transport).map(Some),
             Some(Arrival::Cdr(sample)) => decode_cdr(&self.inner, sample).map(Some),
-            // The topic's publishers in this process publish `M` (the type name
-            // and hash are the topic's), so this is one.
+            // A publisher hands its message over only when every endpoint of
+            // the topic in this process has its Rust type
+            // (`LocalTopic::one_rust_type`), so this is an `M`; the error is
+            // a guard, not a path.
             Some(Arrival::Sample(sample)) => match sample.downcast::<Sample<M>>() {
                 Ok(sample) => Ok(Some(*sample)),
                 Err(_) => Err(TakeError::WrongType { expected: M::TYPE_NAME, expected_hash: M::TYPE_HASH, found: 0 }),
