@@ -27,7 +27,7 @@
 //! publisher is gone (by witnesses only), while its pool exists.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use freight_backend::{Backend, Descriptor};
 
@@ -52,7 +52,15 @@ struct Reader {
     witness: Option<Vec<Descriptor>>,
 }
 
-/// A frame just sent, as [`Unattached::note`] needs it.
+/// The suspects, locked from before a send until its frame is noted: a frame
+/// that another thread sends meanwhile cannot come between the two, so a
+/// witness is never a frame sent before its suspect.
+pub(super) struct Noting<'a> {
+    unattached: &'a Unattached,
+    readers: MutexGuard<'a, Vec<Reader>>,
+}
+
+/// A frame just sent, as [`Noting::note`] needs it.
 pub(super) struct Sent<'a> {
     /// Its buffers in device memory.
     pub(super) device: &'a [Entry],
@@ -69,32 +77,9 @@ impl Unattached {
         Unattached { pool: Arc::downgrade(pool), pending: AtomicBool::new(false), readers: Mutex::default() }
     }
 
-    /// Records a frame sent with device buffers: as a suspect for the
-    /// processes it was lent to, or as the witness of those that wait for one.
-    pub(super) fn note(&self, sent: Sent<'_>) {
-        if sent.device.is_empty() || (!sent.suspect && !self.pending.load(Ordering::Acquire)) {
-            return;
-        }
-        let buffers = || sent.device.iter().map(|e| e.descriptor.clone()).collect::<Vec<_>>();
-        let mut readers = lock(&self.readers);
-        for (i, &pid) in sent.lent_to.iter().enumerate() {
-            if sent.lent_to[..i].contains(&pid) {
-                continue;
-            }
-            let known = readers.iter_mut().find(|r| r.pid == pid);
-            match (sent.suspect, known) {
-                (true, Some(r)) => {
-                    r.suspects.extend(buffers());
-                    r.witness = None;
-                }
-                (true, None) => readers.push(Reader { pid, suspects: buffers(), witness: None }),
-                (false, Some(r)) if r.witness.is_none() && !sent.given_back.contains(&pid) => {
-                    r.witness = Some(buffers());
-                }
-                (false, _) => {}
-            }
-        }
-        self.pending.store(!readers.is_empty(), Ordering::Release);
+    /// Locks the suspects for a send of device buffers.
+    pub(super) fn for_send(&self) -> Noting<'_> {
+        Noting { unattached: self, readers: lock(&self.readers) }
     }
 
     /// Releases the holds that a reader's witness (or, given the processes
@@ -140,6 +125,37 @@ impl Unattached {
     }
 }
 
+impl Noting<'_> {
+    /// Records the frame just sent: as a suspect for the processes its device
+    /// buffers were lent to, or as the witness of those that wait for one.
+    pub(super) fn note(mut self, sent: Sent<'_>) {
+        let pending = &self.unattached.pending;
+        if sent.device.is_empty() || (!sent.suspect && !pending.load(Ordering::Acquire)) {
+            return;
+        }
+        let buffers = || sent.device.iter().map(|e| e.descriptor.clone()).collect::<Vec<_>>();
+        let readers = &mut *self.readers;
+        for (i, &pid) in sent.lent_to.iter().enumerate() {
+            if sent.lent_to[..i].contains(&pid) {
+                continue;
+            }
+            let known = readers.iter_mut().find(|r| r.pid == pid);
+            match (sent.suspect, known) {
+                (true, Some(r)) => {
+                    r.suspects.extend(buffers());
+                    r.witness = None;
+                }
+                (true, None) => readers.push(Reader { pid, suspects: buffers(), witness: None }),
+                (false, Some(r)) if r.witness.is_none() && !sent.given_back.contains(&pid) => {
+                    r.witness = Some(buffers());
+                }
+                (false, _) => {}
+            }
+        }
+        pending.store(!readers.is_empty(), Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,11 +191,11 @@ mod tests {
         let u = Unattached::new(&pool);
         let lent = [me()];
         let missed = frame(&pool, 1);
-        u.note(sent(&missed, &lent, &[], true));
+        u.for_send().note(sent(&missed, &lent, &[], true));
         assert!(u.is_pending());
         assert_eq!(u.settle(Some(&lent)), 0, "no witness yet");
         let witness = frame(&pool, 1);
-        u.note(sent(&witness, &lent, &[], false));
+        u.for_send().note(sent(&witness, &lent, &[], false));
         assert_eq!(u.settle(Some(&lent)), 0, "the witness is not taken yet");
         let none: freight_backend::Frame = Arc::new(freight_backend::HeapFrame(Vec::new()));
         drop(pool.import(&none, witness[0].descriptor.as_bytes()).unwrap());
@@ -196,16 +212,16 @@ mod tests {
         // second frame, so it may still hold the first.
         let lent = [me(), me()];
         let first = frame(&pool, 2);
-        u.note(sent(&first, &lent, &[], true));
+        u.for_send().note(sent(&first, &lent, &[], true));
         let second = frame(&pool, 2);
-        u.note(sent(&second, &lent, &[me()], false));
+        u.for_send().note(sent(&second, &lent, &[me()], false));
         for _ in 0..2 {
             let _ = pool.release_unimported(second[0].descriptor.as_bytes(), me());
         }
         assert_eq!(u.settle(Some(&lent)), 0, "a frame given back for the process is no witness");
         assert!(pool.awaits(first[0].descriptor.as_bytes(), me()));
         let third = frame(&pool, 2);
-        u.note(sent(&third, &lent, &[], false));
+        u.for_send().note(sent(&third, &lent, &[], false));
         for _ in 0..2 {
             pool.release_unimported(third[0].descriptor.as_bytes(), me()).unwrap();
         }
@@ -219,11 +235,11 @@ mod tests {
         let u = Unattached::new(&pool);
         let lent = [me()];
         let taken = frame(&pool, 1);
-        u.note(sent(&taken, &lent, &[], true));
+        u.for_send().note(sent(&taken, &lent, &[], true));
         let witness = frame(&pool, 1);
-        u.note(sent(&witness, &lent, &[], false));
+        u.for_send().note(sent(&witness, &lent, &[], false));
         let missed = frame(&pool, 1);
-        u.note(sent(&missed, &lent, &[], true));
+        u.for_send().note(sent(&missed, &lent, &[], true));
         pool.release_unimported(taken[0].descriptor.as_bytes(), me()).unwrap();
         pool.release_unimported(witness[0].descriptor.as_bytes(), me()).unwrap();
         assert_eq!(u.settle(Some(&lent)), 0, "the witness came before the last suspect");
@@ -238,7 +254,7 @@ mod tests {
         let pool = pool();
         let u = Unattached::new(&pool);
         let missed = frame(&pool, 1);
-        u.note(sent(&missed, &[me()], &[], true));
+        u.for_send().note(sent(&missed, &[me()], &[], true));
         drop((missed, pool));
         assert_eq!(u.settle(None), 0);
         assert!(!u.is_pending());

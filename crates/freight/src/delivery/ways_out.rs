@@ -177,6 +177,8 @@ impl Sender {
                 // or the copy, and padding is shared memory that the kernel
                 // zero-filled when first mapped or that held an earlier frame.
                 let sample = unsafe { sample.assume_init() };
+                // Held from before the send until the frame is noted (see `Noting`).
+                let noting = self.unattached.as_ref().filter(|_| !device.is_empty()).map(|u| u.for_send());
                 let sent = sample.send();
                 let handled = self.missed.take();
                 for &(ad, reliable) in &handled {
@@ -198,10 +200,10 @@ impl Sender {
                     Err(iceoryx2::port::SendError::UnableToDeliver) => true,
                     Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
                 };
-                if let Some(unattached) = self.unattached.as_ref().filter(|_| !device.is_empty()) {
+                if let Some(noting) = noting {
                     let given_back: Vec<u32> = handled.iter().filter_map(|(ad, _)| ad.map(|a| a.pid)).collect();
                     let suspect = unknown || handled.iter().any(|(ad, _)| ad.is_none());
-                    unattached.note(Sent { device, lent_to, given_back: &given_back, suspect });
+                    noting.note(Sent { device, lent_to, given_back: &given_back, suspect });
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
             }
