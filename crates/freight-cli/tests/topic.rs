@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use freight::msgs::geometry_msgs::Twist;
 use freight::msgs::sensor_msgs::Image;
 use freight::{BackendKind, BackendSet, Context, PublisherOptions, QoS, SubscriptionOptions};
 use freight_testkit::{skip, Lack};
@@ -124,6 +125,38 @@ fn topic_commands_show_the_graph_and_the_traffic() {
 
     let (ok, _, err) = freight(&["topic", "info", "/no/such/topic", "--domain", domain]);
     assert!(!ok && err.contains("does not exist"), "{err}");
+}
+
+/// `echo` decodes every built-in type, not only the large-data ones: here a
+/// `geometry_msgs/msg/Twist`, all small fields.
+#[test]
+fn topic_echo_prints_any_built_in_type() {
+    let ctx = Context::builder().domain_id(76).local_only().create().unwrap();
+    let node = ctx.create_node("teleop").unwrap();
+    let topic = format!("/cli_test_{}/cmd_vel", std::process::id());
+    let publisher = node.create_publisher::<Twist>(&topic, 5).unwrap();
+    let mut twist = Twist::default();
+    (twist.linear.x, twist.angular.z) = (1.5, -0.25);
+    let running = Arc::new(AtomicBool::new(true));
+    let publishing = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                let _ = publisher.publish_copy(&twist);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let (ok, out, err) = freight(&["topic", "echo", &topic, "--once", "--duration", "5", "--domain", "76"]);
+    running.store(false, Ordering::Relaxed);
+    publishing.join().unwrap();
+    assert!(ok, "{err}");
+    let yaml: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(
+        yaml,
+        ["linear:", "  x: 1.5", "  y: 0.0", "  z: 0.0", "angular:", "  x: 0.0", "  y: 0.0", "  z: -0.25", "---"],
+        "{out}"
+    );
 }
 
 /// Runs `freight` as if on another host: a mount namespace with private

@@ -235,6 +235,27 @@ impl Builder {
         Ok(rust::emit(&self.resolve()?.0))
     }
 
+    /// Generates one invocation of the macro `macro_name` with every
+    /// message's Rust type as `freight::msgs::<package>::<Name>`, in
+    /// package and name order: for a tool that dispatches on a topic's type
+    /// name (`freight topic echo`, whose `build.rs` calls this). Written to
+    /// `out_file` only when it changed, printing `cargo:rerun-if-changed` for
+    /// every input.
+    ///
+    /// ```
+    /// let list = freight_msg_gen::Builder::new().shipped_package("builtin_interfaces").type_list("each").unwrap();
+    /// assert!(list.contains("each! {\n    ::freight::msgs::builtin_interfaces::Duration,\n"));
+    /// ```
+    pub fn generate_type_list(&self, out_file: impl AsRef<Path>, macro_name: &str) -> Result<(), GenError> {
+        let (packages, inputs) = self.resolve()?;
+        write_generated(out_file.as_ref(), &rust::emit_type_list(&packages, macro_name), &inputs)
+    }
+
+    /// The invocation [`generate_type_list`](Builder::generate_type_list) writes, as a string.
+    pub fn type_list(&self, macro_name: &str) -> Result<String, GenError> {
+        Ok(rust::emit_type_list(&self.resolve()?.0, macro_name))
+    }
+
     /// Generates the Python classes of freight's own Python extension
     /// (`freight-py`, whose `build.rs` calls this): one invocation of that
     /// crate's `messages!` macro naming each message's Rust type as
