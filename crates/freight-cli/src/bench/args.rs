@@ -23,6 +23,9 @@ pub enum TransportKind {
     ShmCopy,
     /// raw iceoryx2, written the way freight uses it (the baseline for intra and shm-loan).
     Iceoryx2,
+    /// the same on iceoryx2's thread-safe service, which freight's endpoints use (not
+    /// measured by default): what the thread-safe service costs.
+    Iceoryx2Threadsafe,
     /// one in-process memcpy of the payload (the baseline for shm-copy).
     Memcpy,
     /// stock ROS 2 over Cyclone DDS on loopback: serialize, UDP, deserialize (not measured by
@@ -38,6 +41,7 @@ impl TransportKind {
             TransportKind::ShmLoan => "shm-loan",
             TransportKind::ShmCopy => "shm-copy",
             TransportKind::Iceoryx2 => "iceoryx2",
+            TransportKind::Iceoryx2Threadsafe => "iceoryx2-threadsafe",
             TransportKind::Memcpy => "memcpy",
             TransportKind::Dds => "dds",
         }

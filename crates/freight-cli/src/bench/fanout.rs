@@ -29,7 +29,10 @@ pub const MAX_SUBSCRIBERS: usize = 16;
 /// starts once discovery matched *a* reader, so with several readers it would send before
 /// the others joined.
 pub fn fans_out(kind: TransportKind) -> bool {
-    matches!(kind, TransportKind::ShmLoan | TransportKind::ShmCopy | TransportKind::Iceoryx2)
+    matches!(
+        kind,
+        TransportKind::ShmLoan | TransportKind::ShmCopy | TransportKind::Iceoryx2 | TransportKind::Iceoryx2Threadsafe
+    )
 }
 
 /// The subscriber counts of `--subscribers`, checked against the transports.
@@ -84,7 +87,10 @@ impl Fanout {
 /// naming those that can.
 pub fn refusal(refused: &[&str], what: &str) -> BenchError {
     let able: Vec<&str> =
-        [TransportKind::ShmLoan, TransportKind::ShmCopy, TransportKind::Iceoryx2].iter().map(|t| t.as_str()).collect();
+        [TransportKind::ShmLoan, TransportKind::ShmCopy, TransportKind::Iceoryx2, TransportKind::Iceoryx2Threadsafe]
+            .iter()
+            .map(|t| t.as_str())
+            .collect();
     BenchError::new(
         format!(
             "{} cannot {what}: only the process transports ({}) start their subscribers as processes",

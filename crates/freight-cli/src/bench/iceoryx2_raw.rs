@@ -1,11 +1,18 @@
 //! The `iceoryx2` baseline: raw iceoryx2, written the way freight uses it.
 //!
+//! Two rows of it: `iceoryx2` on the single-threaded `ipc::Service`, the baseline, and
+//! `iceoryx2-threadsafe` on `ipc_threadsafe::Service`, the service freight's endpoints use
+//! (its ports are `Send + Sync` and lock a mutex per call). The difference between the two is
+//! what the thread-safe service costs; the rest of freight's distance to the baseline is
+//! freight's own.
+//!
 //! Per row: a `[u8]` publish-subscribe service for the data, a `u64` publish-subscribe service
 //! for the acks, and one event service per direction so that `--wait block` can sleep in the
 //! OS. The publisher loans an uninitialized slice, writes only the 16-byte header and sends:
 //! the cost of a message does not depend on its size, which is the point of zero-copy and
 //! what freight's zero-copy paths are compared against.
 
+use std::marker::PhantomData;
 use std::time::Instant;
 
 use iceoryx2::port::listener::{Listener, ListenerWaitError};
@@ -16,6 +23,7 @@ use iceoryx2::port::ReceiveError;
 use iceoryx2::prelude::*;
 use iceoryx2::service::port_factory::event::PortFactory as EventFactory;
 use iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFactory;
+use iceoryx2::service::Service;
 
 use super::transport::{Placement, PublisherEnd, RowConfig, SubscriberEnd, Transport, WaitMode, HEADER_LEN};
 use super::BenchError;
@@ -24,12 +32,29 @@ use super::BenchError;
 /// net, and a clock read per poll would slow the poll loop down for nothing.
 const POLLS_PER_CLOCK_CHECK: u32 = 1024;
 
-/// The raw iceoryx2 baseline transport.
-pub struct RawIceoryx2;
+/// The raw iceoryx2 transport on the service `S`.
+pub struct RawIceoryx2<S> {
+    name: &'static str,
+    service: PhantomData<fn() -> S>,
+}
 
-impl Transport for RawIceoryx2 {
+impl RawIceoryx2<ipc::Service> {
+    /// The baseline: the single-threaded service.
+    pub fn baseline() -> Self {
+        RawIceoryx2 { name: "iceoryx2", service: PhantomData }
+    }
+}
+
+impl RawIceoryx2<ipc_threadsafe::Service> {
+    /// The thread-safe service, which freight's endpoints use.
+    pub fn threadsafe() -> Self {
+        RawIceoryx2 { name: "iceoryx2-threadsafe", service: PhantomData }
+    }
+}
+
+impl<S: Service + 'static> Transport for RawIceoryx2<S> {
     fn name(&self) -> &'static str {
-        "iceoryx2"
+        self.name
     }
 
     fn placement(&self) -> Placement {
@@ -37,18 +62,18 @@ impl Transport for RawIceoryx2 {
     }
 
     fn open_publisher(&self, row: &RowConfig) -> Result<Box<dyn PublisherEnd>, BenchError> {
-        Ok(Box::new(Iox2Publisher::open(row)?))
+        Ok(Box::new(Iox2Publisher::<S>::open(row)?))
     }
 
     fn open_subscriber(&self, row: &RowConfig) -> Result<Box<dyn SubscriberEnd>, BenchError> {
-        Ok(Box::new(Iox2Subscriber::open(row)?))
+        Ok(Box::new(Iox2Subscriber::<S>::open(row)?))
     }
 
     fn after_peer_failed(&self) {
         // A killed subscriber leaves its node and port resources in /dev/shm; iceoryx2 can
         // reclaim them from any live node once the owning process is gone. (Dropping the
         // publisher's node usually does this already; this is the safety net.)
-        if let Ok(node) = new_node() {
+        if let Ok(node) = new_node::<S>() {
             let _ = node.try_cleanup_dead_nodes();
         }
     }
@@ -71,7 +96,7 @@ fn baseline_config() -> Config {
     config
 }
 
-fn new_node() -> Result<Node<ipc::Service>, BenchError> {
+fn new_node<S: Service>() -> Result<Node<S>, BenchError> {
     NodeBuilder::new()
         // iceoryx2's built-in defaults, not a config file it would look up in the working
         // directory or the home directory: the baseline must not change with where the bench
@@ -80,7 +105,7 @@ fn new_node() -> Result<Node<ipc::Service>, BenchError> {
         // iceoryx2 would otherwise install SIGINT/SIGTERM handlers and Ctrl+C would no longer
         // stop the benchmark.
         .signal_handling_mode(SignalHandlingMode::Disabled)
-        .create::<ipc::Service>()
+        .create::<S>()
         .map_err(|e| iox_error(format!("cannot create an iceoryx2 node: {e}")))
 }
 
@@ -104,15 +129,15 @@ fn service_name(row: &RowConfig, suffix: &str) -> Result<ServiceName, BenchError
 /// samples. The data service keeps iceoryx2's default safe overflow: a full queue drops its
 /// oldest sample and the publisher never waits, the keep-last semantics the throughput rows
 /// document (ping-pong never fills a queue, so latency rows never lose a message).
-struct Services {
-    data: PubSubFactory<ipc::Service, [u8], ()>,
-    ack: PubSubFactory<ipc::Service, u64, ()>,
-    data_event: EventFactory<ipc::Service>,
-    ack_event: EventFactory<ipc::Service>,
+struct Services<S: Service> {
+    data: PubSubFactory<S, [u8], ()>,
+    ack: PubSubFactory<S, u64, ()>,
+    data_event: EventFactory<S>,
+    ack_event: EventFactory<S>,
 }
 
-impl Services {
-    fn open_or_create(node: &Node<ipc::Service>, row: &RowConfig) -> Result<Self, BenchError> {
+impl<S: Service> Services<S> {
+    fn open_or_create(node: &Node<S>, row: &RowConfig) -> Result<Self, BenchError> {
         // One reader per subscriber process on the data, one writer per subscriber on the acks.
         let readers = row.subscribers.max(1);
         let data = node
@@ -135,23 +160,22 @@ impl Services {
             .history_size(0)
             .open_or_create()
             .map_err(|e| iox_error(format!("cannot open the iceoryx2 ack service: {e}")))?;
-        let event =
-            |suffix: &str, notifiers: usize, listeners: usize| -> Result<EventFactory<ipc::Service>, BenchError> {
-                node.service_builder(&service_name(row, suffix)?)
-                    .event()
-                    .max_notifiers(notifiers)
-                    .max_listeners(listeners)
-                    .open_or_create()
-                    .map_err(|e| iox_error(format!("cannot open the iceoryx2 event service {suffix}: {e}")))
-            };
+        let event = |suffix: &str, notifiers: usize, listeners: usize| -> Result<EventFactory<S>, BenchError> {
+            node.service_builder(&service_name(row, suffix)?)
+                .event()
+                .max_notifiers(notifiers)
+                .max_listeners(listeners)
+                .open_or_create()
+                .map_err(|e| iox_error(format!("cannot open the iceoryx2 event service {suffix}: {e}")))
+        };
         Ok(Self { data, ack, data_event: event("data-event", 1, readers)?, ack_event: event("ack-event", readers, 1)? })
     }
 }
 
 /// Calls `try_receive` until it reports a sample, spinning or sleeping on `listener` in
 /// between, as `wait` says. Returns `false` if `deadline` passed first.
-fn wait_for_sample(
-    listener: &Listener<ipc::Service>,
+fn wait_for_sample<S: Service>(
+    listener: &Listener<S>,
     wait: WaitMode,
     deadline: Instant,
     mut try_receive: impl FnMut() -> Result<bool, ReceiveError>,
@@ -189,20 +213,20 @@ fn wait_for_sample(
 /// Publisher side: data publisher + data notifier, ack subscriber + ack listener.
 ///
 /// Field order is drop order: ports before their services, services before the node.
-struct Iox2Publisher {
-    publisher: Publisher<ipc::Service, [u8], ()>,
-    notifier: Notifier<ipc::Service>,
-    ack_subscriber: Subscriber<ipc::Service, u64, ()>,
-    ack_listener: Listener<ipc::Service>,
-    _services: Services,
-    _node: Node<ipc::Service>,
+struct Iox2Publisher<S: Service> {
+    publisher: Publisher<S, [u8], ()>,
+    notifier: Notifier<S>,
+    ack_subscriber: Subscriber<S, u64, ()>,
+    ack_listener: Listener<S>,
+    _services: Services<S>,
+    _node: Node<S>,
     wait: WaitMode,
     wire_len: usize,
 }
 
-impl Iox2Publisher {
+impl<S: Service> Iox2Publisher<S> {
     fn open(row: &RowConfig) -> Result<Self, BenchError> {
-        let node = new_node()?;
+        let node = new_node::<S>()?;
         let services = Services::open_or_create(&node, row)?;
         let wire_len = row.wire_len();
         let publisher = services
@@ -243,7 +267,7 @@ impl Iox2Publisher {
     }
 }
 
-impl PublisherEnd for Iox2Publisher {
+impl<S: Service> PublisherEnd for Iox2Publisher<S> {
     fn send(&mut self, stamp: &mut dyn FnMut() -> [u8; HEADER_LEN]) -> Result<(), BenchError> {
         let mut sample = self
             .publisher
@@ -279,19 +303,19 @@ impl PublisherEnd for Iox2Publisher {
 /// Subscriber side: data subscriber + data listener, ack publisher + ack notifier.
 ///
 /// Field order is drop order: ports before their services, services before the node.
-struct Iox2Subscriber {
-    subscriber: Subscriber<ipc::Service, [u8], ()>,
-    listener: Listener<ipc::Service>,
-    ack_publisher: Publisher<ipc::Service, u64, ()>,
-    ack_notifier: Notifier<ipc::Service>,
-    _services: Services,
-    _node: Node<ipc::Service>,
+struct Iox2Subscriber<S: Service> {
+    subscriber: Subscriber<S, [u8], ()>,
+    listener: Listener<S>,
+    ack_publisher: Publisher<S, u64, ()>,
+    ack_notifier: Notifier<S>,
+    _services: Services<S>,
+    _node: Node<S>,
     wait: WaitMode,
 }
 
-impl Iox2Subscriber {
+impl<S: Service> Iox2Subscriber<S> {
     fn open(row: &RowConfig) -> Result<Self, BenchError> {
-        let node = new_node()?;
+        let node = new_node::<S>()?;
         let services = Services::open_or_create(&node, row)?;
         let subscriber = services
             .data
@@ -318,7 +342,7 @@ impl Iox2Subscriber {
     }
 }
 
-impl SubscriberEnd for Iox2Subscriber {
+impl<S: Service> SubscriberEnd for Iox2Subscriber<S> {
     fn receive(&mut self, deadline: Instant, on_message: &mut dyn FnMut(&[u8])) -> Result<bool, BenchError> {
         let subscriber = &self.subscriber;
         wait_for_sample(&self.listener, self.wait, deadline, || {

@@ -141,11 +141,15 @@ impl BenchError {
     }
 }
 
-/// All transports this build can measure: the three baselines plus whatever freight registers
-/// in [`freight_transports::freight_transports`].
+/// All transports this build can measure: the baselines plus whatever freight registers in
+/// [`freight_transports::freight_transports`].
 pub fn registered_transports() -> Vec<Box<dyn Transport>> {
-    let mut all: Vec<Box<dyn Transport>> =
-        vec![Box::new(iceoryx2_raw::RawIceoryx2), Box::new(memcpy::Memcpy), Box::new(dds::Dds)];
+    let mut all: Vec<Box<dyn Transport>> = vec![
+        Box::new(iceoryx2_raw::RawIceoryx2::baseline()),
+        Box::new(iceoryx2_raw::RawIceoryx2::threadsafe()),
+        Box::new(memcpy::Memcpy),
+        Box::new(dds::Dds),
+    ];
     all.extend(freight_transports::freight_transports());
     all
 }

@@ -49,6 +49,7 @@ fn plot_error(path: &Path, e: impl std::fmt::Display) -> BenchError {
 fn color_of(transport: &str) -> RGBColor {
     match transport {
         "iceoryx2" => RGBColor(31, 119, 180),
+        "iceoryx2-threadsafe" => RGBColor(23, 190, 207),
         "memcpy" => RGBColor(80, 80, 80),
         "shm-loan" => RGBColor(44, 160, 44),
         "shm-copy" => RGBColor(255, 127, 14),

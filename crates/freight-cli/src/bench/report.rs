@@ -42,7 +42,7 @@ pub struct RowStats {
 /// a plain `memcpy` of the same size.
 pub fn baseline_of(transport: &str) -> Option<&'static str> {
     match transport {
-        "intra" | "shm-loan" => Some("iceoryx2"),
+        "intra" | "shm-loan" | "iceoryx2-threadsafe" => Some("iceoryx2"),
         "shm-copy" => Some("memcpy"),
         _ => None,
     }
@@ -218,6 +218,7 @@ mod tests {
     fn baselines_per_transport() {
         assert_eq!(baseline_of("intra"), Some("iceoryx2"));
         assert_eq!(baseline_of("shm-loan"), Some("iceoryx2"));
+        assert_eq!(baseline_of("iceoryx2-threadsafe"), Some("iceoryx2"));
         assert_eq!(baseline_of("shm-copy"), Some("memcpy"));
         assert_eq!(baseline_of("iceoryx2"), None);
         assert_eq!(baseline_of("memcpy"), None);
