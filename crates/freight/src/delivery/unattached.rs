@@ -37,7 +37,7 @@ use crate::sync::lock;
 /// The suspect frames of one publisher, per reader process.
 pub(crate) struct Unattached {
     pool: Weak<dyn Backend>,
-    /// Whether `readers` is not empty: a publish reads only this when
+    /// Whether `readers` is not empty: the reaper reads only this when
     /// nothing is suspect, which is nearly always.
     pending: AtomicBool,
     readers: Mutex<Vec<Reader>>,
@@ -129,12 +129,11 @@ impl Noting<'_> {
     /// Records the frame just sent: as a suspect for the processes its device
     /// buffers were lent to, or as the witness of those that wait for one.
     pub(super) fn note(mut self, sent: Sent<'_>) {
-        let pending = &self.unattached.pending;
-        if sent.device.is_empty() || (!sent.suspect && !pending.load(Ordering::Acquire)) {
+        let readers = &mut *self.readers;
+        if sent.device.is_empty() || (!sent.suspect && readers.is_empty()) {
             return;
         }
         let buffers = || sent.device.iter().map(|e| e.descriptor.clone()).collect::<Vec<_>>();
-        let readers = &mut *self.readers;
         for (i, &pid) in sent.lent_to.iter().enumerate() {
             if sent.lent_to[..i].contains(&pid) {
                 continue;
@@ -152,7 +151,7 @@ impl Noting<'_> {
                 (false, _) => {}
             }
         }
-        pending.store(!readers.is_empty(), Ordering::Release);
+        self.unattached.pending.store(!readers.is_empty(), Ordering::Release);
     }
 }
 
