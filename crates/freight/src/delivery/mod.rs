@@ -99,10 +99,24 @@ impl FrameMut {
     }
 }
 
-/// Offsets of one frame.
+/// Offsets of one frame: where its first buffer starts, and its length.
 pub(crate) struct Layout {
-    pub slots: Vec<usize>,
+    first: usize,
     pub total: usize,
+}
+
+impl Layout {
+    /// The offset of each buffer, for the lengths the layout was made for.
+    pub(crate) fn slots<'a>(&self, in_frame_lens: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+        // `layout` did the same sums with checked arithmetic and got `total`:
+        // none of them overflows.
+        let mut at = self.first;
+        in_frame_lens.iter().map(move |&len| {
+            let slot = at;
+            at = (at + len).next_multiple_of(DATA_ALIGN);
+            slot
+        })
+    }
 }
 
 /// The frame for a header, `meta_len` bytes of meta and the buffers stored in
@@ -110,13 +124,9 @@ pub(crate) struct Layout {
 /// (lengths come from users and, through `publish_copy`, from peers).
 pub(crate) fn layout(meta_len: usize, in_frame_lens: &[usize]) -> Option<Layout> {
     let aligned = |n: usize| n.checked_next_multiple_of(DATA_ALIGN);
-    let mut at = aligned(HEADER_LEN.checked_add(meta_len)?)?;
-    let mut slots = Vec::with_capacity(in_frame_lens.len());
-    for &len in in_frame_lens {
-        slots.push(at);
-        at = aligned(at.checked_add(len)?)?;
-    }
-    Some(Layout { slots, total: at })
+    let first = aligned(HEADER_LEN.checked_add(meta_len)?)?;
+    let total = in_frame_lens.iter().try_fold(first, |at, &len| aligned(at.checked_add(len)?))?;
+    Some(Layout { first, total })
 }
 
 /// One buffer of a loan.

@@ -5,6 +5,7 @@
 //! ([`super::holds`]), the ways out ([`super::ways_out`]) and the threads
 //! that look after idle senders ([`super::housekeeping`]).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -211,15 +212,18 @@ impl Sender {
         let (device_readers, host_readers) = self.lend_to(route);
         // Network readers take host bytes too.
         let needs_host_copy = host_readers > 0 || self.to_network();
-        let in_frame: Vec<usize> =
-            lens.iter().map(|&l| if self.pool.is_none() || needs_host_copy { l } else { 0 }).collect();
+        // Device buffers without a host copy take no room in the frame.
+        let in_frame: Cow<'_, [usize]> = match self.pool {
+            Some(_) if !needs_host_copy => Cow::Owned(vec![0; lens.len()]),
+            _ => Cow::Borrowed(lens),
+        };
         // Device buffers live outside the frame, and count against the limit too.
         self.check_size(lens.iter().try_fold(0usize, |n, &l| n.checked_add(l)))?;
         let lay = self.frame_layout(self.meta_reserve, &in_frame)?;
         let mut frame = self.alloc_frame(route, lay.total)?;
         let mut buffers = Vec::with_capacity(lens.len());
-        for (i, &len) in lens.iter().enumerate() {
-            let slot = frame.slot(lay.slots[i], len);
+        for (&len, offset) in lens.iter().zip(lay.slots(&in_frame)) {
+            let slot = frame.slot(offset, len);
             let view = Some((slot.ptr.cast_const(), slot.len));
             let b = match &self.pool {
                 None => LoanedBuffer {
@@ -227,7 +231,7 @@ impl Sender {
                     backend: frame_backend.clone(),
                     host_copy: None,
                     host_view: view,
-                    frame_offset: Some(lay.slots[i]),
+                    frame_offset: Some(offset),
                 },
                 Some(pool) => LoanedBuffer {
                     block: pool.allocate(len, None)?,
@@ -304,8 +308,8 @@ impl Sender {
         let lay = self.frame_layout(meta_len, &lens)?;
         let mut frame = self.alloc_frame(route, lay.total)?;
         let mut entries = Vec::with_capacity(sources.len());
-        for (i, src) in sources.iter().enumerate() {
-            let mut block = host.allocate(lens[i], Some(frame.slot(lay.slots[i], lens[i]))).map_err(LoanError::from)?;
+        for ((src, &len), offset) in sources.iter().zip(&lens).zip(lay.slots(&lens)) {
+            let mut block = host.allocate(len, Some(frame.slot(offset, len))).map_err(LoanError::from)?;
             match src.host_bytes() {
                 Some(bytes) => block.write_from_host(0, bytes).map_err(LoanError::from)?,
                 None => {
