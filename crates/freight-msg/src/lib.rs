@@ -48,9 +48,11 @@ pub mod cdr;
 mod macros;
 pub mod message;
 pub mod msgs;
+pub mod service;
 pub mod yaml;
 
 pub use buffer::{BackendKind, BackendSet, Buffer, BufferError, BufferStorage, DeviceView, Element, RawBuffer};
 pub use cdr::{CdrReader, CdrWriter, DecodeError, EncodeError};
 pub use message::{BufferDecoder, BufferEncoder, CdrField, ElementInfo, Message};
+pub use service::ServiceType;
 pub use yaml::{MessageWriter, YamlField, YamlOptions, YamlWriter};

@@ -334,6 +334,53 @@ pub enum TakeError {
     Network(DdsError),
 }
 
+/// A service call failed. The client stays usable; a reply that comes after
+/// its call gave up is dropped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No reply within the call's timeout, while a server was there.
+    #[error("no reply from service {service} within {timeout:?}")]
+    Timeout {
+        /// The service, fully qualified.
+        service: String,
+        /// The call's timeout.
+        timeout: std::time::Duration,
+    },
+    /// No server of the service is there.
+    #[error("service {service} has no server; start one, or wait_for_service first")]
+    NoServer {
+        /// The service, fully qualified.
+        service: String,
+    },
+    /// Every server of the service went away (its process ended) before it
+    /// answered.
+    #[error("every server of {service} went away before it answered")]
+    ServerGone {
+        /// The service, fully qualified.
+        service: String,
+    },
+    /// Sending the request failed.
+    #[error("sending the request: {0}")]
+    Request(#[from] PublishError),
+    /// Taking a reply failed.
+    #[error("taking the reply: {0}")]
+    Reply(#[from] TakeError),
+}
+
+/// Serving a request failed. The service stays usable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Taking a request failed (it is dropped; the client times out).
+    #[error("taking a request: {0}")]
+    Request(#[from] TakeError),
+    /// Sending the reply failed (the client's reply queue stayed full, the
+    /// network refused it); the client times out.
+    #[error("sending the reply: {0}")]
+    Reply(#[from] PublishError),
+}
+
 /// Waiting in a wait-set or executor failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

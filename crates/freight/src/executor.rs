@@ -1,14 +1,16 @@
-//! Callbacks run by an executor, as rclcpp's `SingleThreadedExecutor`.
+//! Callbacks run by an executor, as rclcpp's `SingleThreadedExecutor`:
+//! subscriptions' and services'.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use freight_msg::Message;
+use freight_msg::{Message, ServiceType};
 
 use crate::delivery::Receiver;
-use crate::error::{TakeError, WaitError};
+use crate::error::{ServeError, TakeError, WaitError};
 use crate::sample::Sample;
+use crate::service::Service;
 use crate::subscription::Subscription;
 use crate::waitset::{wait_any, WaitOutcome};
 
@@ -38,6 +40,25 @@ impl<M: Message, F: FnMut(Sample<M>) + Send> Entry for CallbackEntry<M, F> {
     }
 }
 
+impl<S: ServiceType> Entry for Service<S> {
+    fn inner(&self) -> &Receiver {
+        &self.requests.inner
+    }
+
+    fn dispatch(&mut self) -> Result<usize, TakeError> {
+        match self.try_serve() {
+            Ok(n) => Ok(n),
+            Err(ServeError::Request(e)) => Err(e),
+            // As rclcpp does when a response cannot be sent: say so and go on;
+            // the client's call times out.
+            Err(e @ ServeError::Reply(_)) => {
+                eprintln!("freight: service {}: {e}", self.service_name());
+                Ok(1)
+            }
+        }
+    }
+}
+
 /// Stops a spinning executor from another thread.
 #[derive(Debug, Clone)]
 pub struct StopHandle(Arc<AtomicBool>);
@@ -49,7 +70,7 @@ impl StopHandle {
     }
 }
 
-/// Runs subscription callbacks on the thread that spins it.
+/// Runs subscription and service callbacks on the thread that spins it.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -78,7 +99,7 @@ impl Default for Executor {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Executor({} subscriptions)", self.entries.len())
+        write!(f, "Executor({} subscriptions and services)", self.entries.len())
     }
 }
 
@@ -105,6 +126,11 @@ impl Executor {
         callback: impl FnMut(Sample<M>) + Send + 'static,
     ) {
         self.entries.push(Box::new(CallbackEntry { sub, callback }));
+    }
+
+    /// Answers the requests of `service` with its callback.
+    pub fn add_service<S: ServiceType>(&mut self, service: Service<S>) {
+        self.entries.push(Box::new(service));
     }
 
     /// A handle that stops [`spin`](Self::spin) from another thread.

@@ -54,6 +54,7 @@ mod publisher;
 pub mod qos;
 mod ros_discovery;
 mod sample;
+mod service;
 mod subscription;
 mod sync;
 mod topic;
@@ -62,13 +63,14 @@ mod waitset;
 pub use context::{Context, ContextBuilder};
 pub use endpoint::{DeviceTag, Devices, WaitMode};
 pub use error::{
-    BackendUnavailable, ContextError, CreateError, LoanError, PublishError, ShmError, TakeError, WaitError,
+    BackendUnavailable, CallError, ContextError, CreateError, LoanError, PublishError, ServeError, ShmError, TakeError,
+    WaitError,
 };
 pub use executor::{Executor, StopHandle};
 pub use frame::{inspect_frame, BufferSummary, FrameError, FrameSummary};
 pub use freight_backend as backend;
 pub use freight_dds::DdsConfig;
-pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message};
+pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message, ServiceType};
 pub use freight_tune::TuneError;
 pub use limits::Limits;
 pub use loan::{Loan, LoanUninit};
@@ -82,5 +84,6 @@ pub use network::PeerTag;
 #[doc(hidden)]
 pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
+pub use service::{Client, PendingCall, Service};
 pub use subscription::{Subscription, SubscriptionOptions};
 pub use waitset::{WaitOutcome, WaitSet};

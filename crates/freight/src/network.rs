@@ -124,9 +124,16 @@ pub(crate) fn served_locally(user_data: &[u8]) -> bool {
     PeerTag::decode(user_data).is_some_and(|t| t.is_local())
 }
 
-/// The DDS topic of a ROS 2 topic: `/camera/image` is `rt/camera/image`.
+/// The DDS topic of a topic: `/camera/image` is `rt/camera/image`. A
+/// service's request and reply topics are named for DDS already
+/// (`rq/addRequest`, see [`crate::service`]): every fully qualified ROS 2
+/// topic starts with `/`, and none of them does.
 pub fn dds_topic_name(topic: &str) -> String {
-    format!("rt{topic}")
+    if topic.starts_with('/') {
+        format!("rt{topic}")
+    } else {
+        topic.to_string()
+    }
 }
 
 /// ROS 2 QoS in DDS terms, as rmw_cyclonedds maps it; a reliable writer

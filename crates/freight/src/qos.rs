@@ -197,6 +197,12 @@ impl QoS {
         Self::keep_last(10)
     }
 
+    /// ROS 2's services profile (`rmw_qos_profile_services_default`):
+    /// reliable, volatile, keep last 10, for a service's requests and replies.
+    pub const fn services_default() -> Self {
+        Self::keep_last(10)
+    }
+
     /// ROS 2's `SensorDataQoS`: best effort, volatile, keep last 5.
     pub const fn sensor_data() -> Self {
         QoS { reliability: Reliability::BestEffort, ..Self::keep_last(5) }

@@ -1,0 +1,392 @@
+//! Services: a request and its reply, carried as ROS 2 carries them.
+//!
+//! A service `/add` is two topics, named as every ROS 2 middleware names them
+//! on DDS: requests on `rq/addRequest`, replies on `rr/addReply`, of the types
+//! `pkg::srv::dds_::X_Request_` and `X_Response_`. A request starts with a
+//! header, the client's id and the call's sequence number, as rmw_cyclonedds
+//! writes it (`cdds_request_header_t`); the server puts the same header
+//! before its reply. Every client of the name receives every reply and keeps
+//! those with its id.
+//!
+//! Requests and replies are messages like any other underneath: large fields
+//! are [`Buffer`](freight_msg::Buffer)s, handed over by pointer in one
+//! process and through shared memory between processes, and negotiated per
+//! subscriber.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use freight_msg::{
+    BufferDecoder, BufferEncoder, CdrField, CdrReader, CdrWriter, DecodeError, EncodeError, Message, RawBuffer,
+    ServiceType, YamlField, YamlWriter,
+};
+
+use crate::error::{CallError, CreateError, ServeError};
+use crate::node::Node;
+use crate::publisher::{Publisher, PublisherOptions};
+use crate::qos::QoS;
+use crate::sample::Sample;
+use crate::subscription::{Subscription, SubscriptionOptions};
+use crate::sync::lock;
+
+/// A request or reply with its header: who asked (`client`) and which of its
+/// calls it is (`sequence`). On the wire, the header's 16 bytes come before
+/// the message's fields, as rmw_cyclonedds lays them out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Envelope<M> {
+    client: u64,
+    sequence: i64,
+    body: M,
+}
+
+impl<M: Message> CdrField for Envelope<M> {
+    const MIN_SIZE: usize = 16 + M::MIN_SIZE;
+
+    fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
+        w.write_u64(self.client);
+        w.write_i64(self.sequence);
+        self.body.write(w, bufs)
+    }
+
+    fn read(r: &mut CdrReader<'_>, bufs: &mut dyn BufferDecoder) -> Result<Self, DecodeError> {
+        Ok(Envelope { client: r.read_u64()?, sequence: r.read_i64()?, body: M::read(r, bufs)? })
+    }
+
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer)) {
+        self.body.visit_buffers(f);
+    }
+
+    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&mut RawBuffer)) {
+        self.body.visit_buffers_mut(f);
+    }
+}
+
+impl<M: Message> YamlField for Envelope<M> {
+    const IDL_NAME: &'static str = M::IDL_NAME;
+
+    fn write_yaml(&self, w: &mut YamlWriter<'_>) {
+        self.body.write_yaml(w);
+    }
+}
+
+impl<M: Message> Message for Envelope<M> {
+    const TYPE_NAME: &'static str = M::TYPE_NAME;
+    const DEFINITION: &'static str = M::DEFINITION;
+}
+
+/// The request and reply topics of the fully qualified service `name`.
+fn topics(name: &str) -> (String, String) {
+    (format!("rq{name}Request"), format!("rr{name}Reply"))
+}
+
+/// Receives requests for `S` and answers each with its callback's response.
+///
+/// Serve it with an [`Executor`](crate::Executor)
+/// ([`add_service`](crate::Executor::add_service)), or by calling
+/// [`serve`](Self::serve) in a loop.
+///
+/// ```no_run
+/// use freight::{Context, ServiceType};
+/// # freight::message! { pub struct AddRequest = "example_interfaces/srv/AddTwoInts_Request" { pub a: i64, pub b: i64 } }
+/// # freight::message! { pub struct AddResponse = "example_interfaces/srv/AddTwoInts_Response" { pub sum: i64 } }
+/// # pub struct AddTwoInts;
+/// # impl ServiceType for AddTwoInts {
+/// #     const TYPE_NAME: &'static str = "example_interfaces/srv/AddTwoInts";
+/// #     type Request = AddRequest;
+/// #     type Response = AddResponse;
+/// # }
+/// let node = Context::new()?.create_node("adder")?;
+/// let mut service = node.create_service::<AddTwoInts>("add_two_ints", |request| AddResponse { sum: request.a + request.b })?;
+/// loop {
+///     service.serve(std::time::Duration::from_secs(1))?;
+/// }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub struct Service<S: ServiceType> {
+    name: String,
+    pub(crate) requests: Subscription<Envelope<S::Request>>,
+    replies: Publisher<Envelope<S::Response>>,
+    callback: Box<dyn FnMut(Sample<S::Request>) -> S::Response + Send>,
+}
+
+impl<S: ServiceType> std::fmt::Debug for Service<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Service<{}>({})", S::TYPE_NAME, self.name)
+    }
+}
+
+impl Node {
+    /// Creates a server of `S` on the service `name` (resolved as a topic
+    /// name is) that answers each request with `callback`'s response.
+    pub fn create_service<S: ServiceType>(
+        &self,
+        name: &str,
+        callback: impl FnMut(Sample<S::Request>) -> S::Response + Send + 'static,
+    ) -> Result<Service<S>, CreateError> {
+        let name = self.resolve_topic_name(name)?;
+        let (rq, rr) = topics(&name);
+        let qos = QoS::services_default();
+        // The reply publisher first: a request is only taken once there is a
+        // way to answer it.
+        let replies = Publisher::create(self, &rr, qos, PublisherOptions::default())?;
+        let requests = Subscription::create(self, &rq, qos, SubscriptionOptions::default())?;
+        Ok(Service { name, requests, replies, callback: Box::new(callback) })
+    }
+
+    /// Creates a client of `S` for the service `name` (resolved as a topic
+    /// name is).
+    pub fn create_client<S: ServiceType>(&self, name: &str) -> Result<Client<S>, CreateError> {
+        let name = self.resolve_topic_name(name)?;
+        let (rq, rr) = topics(&name);
+        let qos = QoS::services_default();
+        // The reply subscription first: a server answers only subscriptions
+        // that exist when it replies.
+        let replies = Subscription::create(self, &rr, qos, SubscriptionOptions::default())?;
+        let requests = Publisher::create(self, &rq, qos, PublisherOptions::default())?;
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                name,
+                id: client_id(),
+                next_sequence: AtomicI64::new(1),
+                requests,
+                replies,
+                calls: Mutex::default(),
+            }),
+        })
+    }
+}
+
+impl<S: ServiceType> Service<S> {
+    /// The service, fully qualified.
+    pub fn service_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Answers every request queued now; returns how many.
+    ///
+    /// A request that cannot be taken or answered is an error; the requests
+    /// after it wait for the next call.
+    pub fn try_serve(&mut self) -> Result<usize, ServeError> {
+        let mut answered = 0;
+        while let Some(request) = self.requests.try_take()? {
+            self.answer(request)?;
+            answered += 1;
+        }
+        Ok(answered)
+    }
+
+    /// Waits up to `timeout` for a request, then answers every request queued.
+    pub fn serve(&mut self, timeout: Duration) -> Result<usize, ServeError> {
+        match self.requests.take(timeout)? {
+            Some(first) => {
+                self.answer(first)?;
+                Ok(1 + self.try_serve()?)
+            }
+            None => Ok(0),
+        }
+    }
+
+    fn answer(&mut self, request: Sample<Envelope<S::Request>>) -> Result<(), ServeError> {
+        let Sample { msg: Envelope { client, sequence, body }, info } = request;
+        let response = (self.callback)(Sample { msg: body, info });
+        self.replies.publish_copy(&Envelope { client, sequence, body: response })?;
+        Ok(())
+    }
+}
+
+/// Calls the service `S`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use freight::{Context, ServiceType};
+/// # freight::message! { pub struct AddRequest = "example_interfaces/srv/AddTwoInts_Request" { pub a: i64, pub b: i64 } }
+/// # freight::message! { pub struct AddResponse = "example_interfaces/srv/AddTwoInts_Response" { pub sum: i64 } }
+/// # pub struct AddTwoInts;
+/// # impl ServiceType for AddTwoInts {
+/// #     const TYPE_NAME: &'static str = "example_interfaces/srv/AddTwoInts";
+/// #     type Request = AddRequest;
+/// #     type Response = AddResponse;
+/// # }
+/// let node = Context::new()?.create_node("asker")?;
+/// let client = node.create_client::<AddTwoInts>("add_two_ints")?;
+/// if client.wait_for_service(Duration::from_secs(5)) {
+///     let reply = client.call(AddRequest { a: 2, b: 3 }, Duration::from_secs(1))?;
+///     assert_eq!(reply.sum, 5);
+/// }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub struct Client<S: ServiceType> {
+    inner: Arc<ClientInner<S>>,
+}
+
+impl<S: ServiceType> std::fmt::Debug for Client<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Client<{}>({})", S::TYPE_NAME, self.inner.name)
+    }
+}
+
+struct ClientInner<S: ServiceType> {
+    name: String,
+    /// This client's id in request headers: servers answer with it, and the
+    /// client keeps only the replies that carry it.
+    id: u64,
+    next_sequence: AtomicI64,
+    requests: Publisher<Envelope<S::Request>>,
+    replies: Subscription<Envelope<S::Response>>,
+    /// The calls waiting for their reply, by sequence number; `Some` once
+    /// the reply came and before the call collected it.
+    calls: Mutex<HashMap<i64, Option<Sample<S::Response>>>>,
+}
+
+/// How long a waiting call blocks in one take before it looks again at its
+/// servers: a server that went away ends the call within this time.
+const LIVENESS_SLICE: Duration = Duration::from_millis(50);
+
+impl<S: ServiceType> Client<S> {
+    /// The service, fully qualified.
+    pub fn service_name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Servers of the service now: in any process of this host, and on the
+    /// network. Servers whose process died are cleaned up first.
+    pub fn server_count(&self) -> usize {
+        self.inner.server_count()
+    }
+
+    /// Whether a server is there (rclcpp's `service_is_ready`).
+    pub fn service_is_ready(&self) -> bool {
+        self.server_count() > 0
+    }
+
+    /// Waits up to `timeout` for a server; returns whether one is there.
+    pub fn wait_for_service(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.service_is_ready() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Sends `request` and waits up to `timeout` for its reply.
+    ///
+    /// Fails with [`CallError::NoServer`] at once when no server is there,
+    /// with [`CallError::ServerGone`] as soon as every server went away
+    /// before answering (its process ended), and with
+    /// [`CallError::Timeout`] when servers are there but none answered in
+    /// time.
+    pub fn call(&self, request: S::Request, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+        self.call_async(request)?.wait(timeout)
+    }
+
+    /// Sends `request` and returns at once; the [`PendingCall`] collects the
+    /// reply. Several calls may be pending at a time, their replies come in
+    /// any order.
+    pub fn call_async(&self, request: S::Request) -> Result<PendingCall<S>, CallError> {
+        let inner = &self.inner;
+        if inner.server_count() == 0 {
+            return Err(CallError::NoServer { service: inner.name.clone() });
+        }
+        let sequence = inner.next_sequence.fetch_add(1, Ordering::Relaxed);
+        lock(&inner.calls).insert(sequence, None);
+        let pending = PendingCall { client: inner.clone(), sequence };
+        inner.requests.publish_copy(&Envelope { client: inner.id, sequence, body: request })?;
+        Ok(pending)
+    }
+}
+
+impl<S: ServiceType> ClientInner<S> {
+    fn server_count(&self) -> usize {
+        self.requests.subscription_count() + self.requests.network_subscription_count()
+    }
+
+    /// Takes the replies queued now, or waits up to `timeout` for one, and
+    /// files those of this client's pending calls; others' are dropped.
+    fn collect(&self, timeout: Duration) -> Result<(), CallError> {
+        let mut next = self.replies.take(timeout)?;
+        while let Some(reply) = next {
+            let Sample { msg: Envelope { client, sequence, body }, info } = reply;
+            if client == self.id {
+                if let Some(slot @ None) = lock(&self.calls).get_mut(&sequence) {
+                    *slot = Some(Sample { msg: body, info });
+                }
+            }
+            next = self.replies.try_take()?;
+        }
+        Ok(())
+    }
+}
+
+/// A call sent with [`Client::call_async`], waiting for its reply. Dropping
+/// it forgets the call: a reply that comes later is dropped.
+pub struct PendingCall<S: ServiceType> {
+    client: Arc<ClientInner<S>>,
+    sequence: i64,
+}
+
+impl<S: ServiceType> std::fmt::Debug for PendingCall<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingCall<{}>({} #{})", S::TYPE_NAME, self.client.name, self.sequence)
+    }
+}
+
+impl<S: ServiceType> PendingCall<S> {
+    /// The call's sequence number, as the request header carries it.
+    pub fn sequence(&self) -> i64 {
+        self.sequence
+    }
+
+    /// The reply, if it came.
+    pub fn try_get(&mut self) -> Result<Option<Sample<S::Response>>, CallError> {
+        self.client.collect(Duration::ZERO)?;
+        Ok(self.take_filed())
+    }
+
+    /// Waits up to `timeout` for the reply (see [`Client::call`] for the errors).
+    pub fn wait(mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(reply) = self.take_filed() {
+                return Ok(reply);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(CallError::Timeout { service: self.client.name.clone(), timeout });
+            }
+            if self.client.server_count() == 0 {
+                // A reply may have come just before its server went away.
+                self.client.collect(Duration::ZERO)?;
+                return self.take_filed().ok_or_else(|| CallError::ServerGone { service: self.client.name.clone() });
+            }
+            self.client.collect(left.min(LIVENESS_SLICE))?;
+        }
+    }
+
+    fn take_filed(&mut self) -> Option<Sample<S::Response>> {
+        lock(&self.client.calls).get_mut(&self.sequence).and_then(Option::take)
+    }
+}
+
+impl<S: ServiceType> Drop for PendingCall<S> {
+    fn drop(&mut self) {
+        lock(&self.client.calls).remove(&self.sequence);
+    }
+}
+
+/// An id for a new client: random, so unique on a host and across hosts in
+/// practice (process ids repeat across pid namespaces).
+fn client_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // Each `RandomState` has fresh keys, seeded from the OS's randomness.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}

@@ -1,0 +1,426 @@
+//! Services: calls in one process, across processes through shared memory,
+//! and across "hosts" over DDS; what a client sees when there is no server,
+//! when a server never answers, and when a server's process dies mid-call.
+//!
+//! Children are this test binary re-run on the test's own name with
+//! `FREIGHT_SRV_ROLE=<role>`; they report on stdout in lines marked `#srv# `
+//! and end when their stdin closes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use freight::{Buffer, CallError, Context, DdsConfig, Executor, Node, PublishError, Sample, ServiceType, Transport};
+use freight_testkit::{skip, Lack};
+
+freight::message! {
+    /// Bytes to check.
+    pub struct ChecksumRequest = "freight_test/srv/Checksum_Request" {
+        pub salt: u64,
+        pub data: Buffer<u8>,
+    }
+}
+
+freight::message! {
+    /// The sum of the bytes plus the salt, how the request came, and the
+    /// bytes back, reversed.
+    pub struct ChecksumResponse = "freight_test/srv/Checksum_Response" {
+        pub sum: u64,
+        pub transport: String,
+        pub reversed: Buffer<u8>,
+    }
+}
+
+/// A service with large fields both ways.
+pub struct Checksum;
+
+impl ServiceType for Checksum {
+    const TYPE_NAME: &'static str = "freight_test/srv/Checksum";
+    type Request = ChecksumRequest;
+    type Response = ChecksumResponse;
+}
+
+fn checksum(request: Sample<ChecksumRequest>) -> ChecksumResponse {
+    let bytes = request.data.as_bytes().expect("host bytes");
+    let sum = bytes.iter().map(|&b| u64::from(b)).sum::<u64>() + request.salt;
+    let reversed: Vec<u8> = bytes.iter().rev().copied().collect();
+    ChecksumResponse { sum, transport: format!("{:?}", request.info().transport), reversed: Buffer::from(reversed) }
+}
+
+fn request(salt: u64, len: usize) -> ChecksumRequest {
+    ChecksumRequest { salt, data: Buffer::from((0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>()) }
+}
+
+fn expected_sum(salt: u64, len: usize) -> u64 {
+    (0..len).map(|i| (i % 251) as u64).sum::<u64>() + salt
+}
+
+const T: Duration = Duration::from_secs(10);
+const ROLE: &str = "FREIGHT_SRV_ROLE";
+const NAME: &str = "FREIGHT_SRV_NAME";
+const DOMAIN: &str = "FREIGHT_SRV_DOMAIN";
+const MARK: &str = "#srv# ";
+
+fn service_name(name: &str) -> String {
+    format!("/srv_{}_{name}", std::process::id())
+}
+
+fn node(name: &str) -> Node {
+    Context::new().unwrap().create_node(name).unwrap()
+}
+
+/// This run's DDS domain (children inherit it): 200..=229, away from the
+/// other test files' domains.
+fn domain() -> u32 {
+    std::env::var(DOMAIN).ok().and_then(|d| d.parse().ok()).unwrap_or(200 + std::process::id() % 30)
+}
+
+fn network_node(name: &str) -> Node {
+    Context::builder()
+        .domain_id(domain())
+        .dds_config(DdsConfig::loopback())
+        .create()
+        .expect("context")
+        .create_node(name)
+        .expect("node")
+}
+
+// ---------------------------------------------------------------------------
+// Children
+// ---------------------------------------------------------------------------
+
+/// A child process whose marked stdout lines arrive on a channel; dropping it
+/// closes its stdin, then kills it.
+struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Peer {
+    /// This test binary on `test`, in `role`; `mounts`, a shell script
+    /// ending in `exec "$0" "$@"`, runs first in a mount namespace of its own.
+    fn spawn(test: &str, role: &str, name: &str, mounts: Option<&str>) -> Peer {
+        let exe = std::env::current_exe().expect("test binary");
+        let mut cmd = match mounts {
+            Some(script) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "sh", "-c", script]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .env(NAME, name)
+            .env(DOMAIN, domain().to_string());
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn peer");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some((_, l)) = line.split_once(MARK) {
+                    if tx.send(l.to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    fn expect(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + T;
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("peer never printed a line starting with {prefix:?}"),
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+    }
+}
+
+/// Private mounts where iceoryx2 keeps its segments and records: the child
+/// shares no shared memory with the test, as a second machine.
+const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
+    mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+
+fn other_host_available() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("a second 'host'", Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
+    }
+    ok
+}
+
+/// Runs the child role if this process is a child; true if it was.
+fn child() -> bool {
+    let Ok(role) = std::env::var(ROLE) else { return false };
+    let name = std::env::var(NAME).expect("the service's name");
+    // Ends the child when the parent closes its stdin.
+    let (done_tx, done) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = done_tx.send(());
+    });
+    match role.as_str() {
+        // Serves Checksum until stdin closes.
+        "server" | "network_server" => {
+            let node = if role == "server" { node("srv_child") } else { network_node("srv_child") };
+            let mut service = node.create_service::<Checksum>(&name, checksum).expect("service");
+            println!("{MARK}READY");
+            while done.try_recv().is_err() {
+                service.serve(Duration::from_millis(20)).expect("serve");
+            }
+        }
+        // Says it got a request and never answers it.
+        "stuck_server" => {
+            let node = node("srv_stuck");
+            let mut service = node
+                .create_service::<Checksum>(&name, |_| {
+                    println!("{MARK}GOT");
+                    std::thread::sleep(Duration::from_secs(3600));
+                    ChecksumResponse::default()
+                })
+                .expect("service");
+            println!("{MARK}READY");
+            service.serve(T).expect("serve");
+        }
+        other => panic!("unknown role {other}"),
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------
+// In one process
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_call_in_one_process_is_answered_by_pointer() {
+    let n = node("srv_intra");
+    let name = service_name("intra");
+    let mut service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(client.wait_for_service(T));
+    assert_eq!(client.server_count(), 1);
+    let pending = client.call_async(request(7, 1 << 20)).unwrap();
+    assert_eq!(service.serve(T).unwrap(), 1);
+    let reply = pending.wait(T).unwrap();
+    assert_eq!(reply.sum, expected_sum(7, 1 << 20));
+    assert_eq!(reply.transport, "Intra");
+    assert_eq!(reply.info().transport, Transport::Intra);
+    let sent = request(7, 1 << 20);
+    let reversed: Vec<u8> = sent.data.as_bytes().unwrap().iter().rev().copied().collect();
+    assert_eq!(reply.reversed.as_bytes().unwrap(), &reversed[..]);
+}
+
+#[test]
+fn pending_calls_get_their_own_replies_and_other_clients_theirs() {
+    let n = node("srv_many");
+    let name = service_name("many");
+    let mut service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let clients = [n.create_client::<Checksum>(&name).unwrap(), n.create_client::<Checksum>(&name).unwrap()];
+    let mut pending = Vec::new();
+    for salt in 0..6u64 {
+        let c = &clients[salt as usize % 2];
+        pending.push((salt, c.call_async(request(salt, 100 + salt as usize)).unwrap()));
+    }
+    let mut answered = 0;
+    while answered < 6 {
+        answered += service.serve(T).unwrap();
+    }
+    // Collected in reverse order: each call finds its own reply.
+    for (salt, call) in pending.into_iter().rev() {
+        assert_eq!(call.wait(T).unwrap().sum, expected_sum(salt, 100 + salt as usize), "call {salt}");
+    }
+}
+
+#[test]
+fn an_executor_serves_services() {
+    let n = node("srv_exec");
+    let name = service_name("exec");
+    let service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let mut exec = Executor::new();
+    exec.add_service(service);
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    for salt in 0..3 {
+        assert_eq!(client.call(request(salt, 64), T).unwrap().sum, expected_sum(salt, 64));
+    }
+    stop.stop();
+    spinner.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_call_without_a_server_fails_at_once_and_one_never_answered_times_out() {
+    let n = node("srv_none");
+    let name = service_name("none");
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(!client.service_is_ready());
+    let t0 = Instant::now();
+    assert!(!client.wait_for_service(Duration::from_millis(100)));
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    match client.call(request(0, 8), T) {
+        Err(CallError::NoServer { service }) => assert_eq!(service, name),
+        other => panic!("{other:?}"),
+    }
+    // A server that never serves: the call times out, and the reply that
+    // comes after is dropped, not given to the next call.
+    let mut service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let t0 = Instant::now();
+    match client.call(request(1, 8), Duration::from_millis(200)) {
+        Err(CallError::Timeout { timeout, .. }) => assert_eq!(timeout, Duration::from_millis(200)),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(service.try_serve().unwrap(), 1, "the timed-out request is still answered");
+    let next = client.call_async(request(2, 8)).unwrap();
+    service.serve(T).unwrap();
+    assert_eq!(next.wait(T).unwrap().sum, expected_sum(2, 8), "the late reply must not answer this call");
+}
+
+#[test]
+fn a_name_is_one_service_type() {
+    freight::message! { pub struct Other = "freight_test/srv/Other_Request" { pub x: u8 } }
+    struct OtherSrv;
+    impl ServiceType for OtherSrv {
+        const TYPE_NAME: &'static str = "freight_test/srv/Other";
+        type Request = Other;
+        type Response = ChecksumResponse;
+    }
+    let n = node("srv_types");
+    let name = service_name("types");
+    let _service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let err = n.create_client::<OtherSrv>(&name).expect_err("another request type on the name");
+    assert!(err.to_string().contains("freight_test/srv/Checksum_Request"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Across processes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_server_in_another_process_answers_through_shared_memory() {
+    const TEST: &str = "a_server_in_another_process_answers_through_shared_memory";
+    if child() {
+        return;
+    }
+    let name = service_name("procs");
+    let server = Peer::spawn(TEST, "server", &name, None);
+    server.expect("READY");
+    let n = node("srv_client");
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(client.wait_for_service(T));
+    for (salt, len) in [(1, 0), (2, 8 << 20), (3, 1000)] {
+        let reply = client.call(request(salt, len), T).unwrap();
+        assert_eq!(reply.sum, expected_sum(salt, len), "request of {len} bytes");
+        assert_eq!(reply.transport, "Shm", "the request crossed in shared memory");
+        assert_eq!(reply.info().transport, Transport::Shm, "and so did the reply");
+        assert_eq!(reply.reversed.len(), len);
+    }
+}
+
+#[test]
+fn a_server_that_dies_mid_call_ends_the_call_promptly() {
+    const TEST: &str = "a_server_that_dies_mid_call_ends_the_call_promptly";
+    if child() {
+        return;
+    }
+    let name = service_name("dies");
+    let mut server = Peer::spawn(TEST, "stuck_server", &name, None);
+    server.expect("READY");
+    let n = node("srv_client_dies");
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(client.wait_for_service(T));
+    let pending = client.call_async(request(0, 1 << 20)).unwrap();
+    server.expect("GOT");
+    server.kill();
+    let t0 = Instant::now();
+    match pending.wait(Duration::from_secs(30)) {
+        Err(CallError::ServerGone { service }) => assert_eq!(service, name),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(3), "noticed after {:?}", t0.elapsed());
+    assert!(matches!(client.call(request(0, 8), T), Err(CallError::NoServer { .. })));
+}
+
+// ---------------------------------------------------------------------------
+// Across hosts, over DDS
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_server_on_another_host_answers_over_dds() {
+    const TEST: &str = "a_server_on_another_host_answers_over_dds";
+    if child() || !other_host_available() {
+        return;
+    }
+    let name = service_name("dds");
+    let server = Peer::spawn(TEST, "network_server", &name, Some(PRIVATE_SHM));
+    server.expect("READY");
+    let n = network_node("srv_client_dds");
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(client.wait_for_service(T), "the remote server was never discovered");
+    // The reply reader of this client and the server's reply writer match
+    // after the request reader did: until then a reply has no way back.
+    let deadline = Instant::now() + T;
+    let reply = loop {
+        match client.call(request(5, 300_000), Duration::from_millis(500)) {
+            Ok(reply) => break reply,
+            Err(CallError::Timeout { .. }) if Instant::now() < deadline => continue,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(reply.sum, expected_sum(5, 300_000));
+    assert_eq!(reply.transport, "Network");
+    assert_eq!(reply.info().transport, Transport::Network);
+    assert_eq!(reply.reversed.len(), 300_000);
+}
+
+/// A reply queue that stays full is the server's error, not a crash.
+#[test]
+fn a_reply_that_cannot_be_sent_is_an_error_of_serve() {
+    let n = node("srv_full");
+    let name = service_name("full");
+    let mut service = n.create_service::<Checksum>(&name, checksum).unwrap();
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    // Ten calls whose replies are never collected fill the client's reply
+    // queue (the services profile keeps 10); the eleventh reply has no room.
+    let mut pending: Vec<_> = (0..10).map(|s| client.call_async(request(s, 8)).unwrap()).collect();
+    assert_eq!(service.try_serve().unwrap(), 10);
+    pending.push(client.call_async(request(10, 8)).unwrap());
+    match service.try_serve() {
+        Err(freight::ServeError::Reply(PublishError::QueueFull { subscribers: 1 })) => {}
+        other => panic!("{other:?}"),
+    }
+    // The client takes its replies; the service goes on.
+    assert_eq!(pending.remove(0).wait(T).unwrap().sum, expected_sum(0, 8));
+    let next = client.call_async(request(11, 8)).unwrap();
+    assert_eq!(service.try_serve().unwrap(), 1);
+    assert_eq!(next.wait(T).unwrap().sum, expected_sum(11, 8));
+    drop(pending);
+}
