@@ -1,8 +1,12 @@
-//! Build-time code generation: ROS 2 `.msg` files → Rust message types built on
-//! [`freight_msg::message!`](https://docs.rs/freight-msg).
+//! Build-time code generation: ROS 2 `.msg` and `.srv` files → Rust message
+//! and service types built on [`freight_msg::message!`](https://docs.rs/freight-msg).
 //!
 //! Use it from a `build.rs` with [`Builder`]; the output is one Rust file with a
-//! `pub mod <package> { pub mod msg { ... } }` per package, to `include!`.
+//! `pub mod <package> { pub mod msg { ... } pub mod srv { ... } }` per package, to `include!`.
+//!
+//! A service `pkg/srv/Name.srv` becomes the messages `Name_Request` and
+//! `Name_Response` (ROS 2's names, `pkg/srv/Name_Request`) and a unit struct
+//! `Name` implementing `freight_msg::ServiceType`.
 //!
 //! # Type mapping
 //!
@@ -53,8 +57,8 @@ pub use python::PythonModule;
 pub use rust::rust_ident;
 
 pub use parse::{
-    parse_file, parse_str, ArrayKind, BaseType, Constant, DefaultValue, Field, FieldType, MsgSpec, ParseError,
-    ParseErrorKind, Primitive, Value,
+    parse_file, parse_srv_file, parse_srv_str, parse_str, ArrayKind, BaseType, Constant, DefaultValue, Field,
+    FieldType, Interface, MsgSpec, ParseError, ParseErrorKind, Primitive, SrvSpec, Value,
 };
 
 /// Why code could not be generated.
@@ -71,8 +75,8 @@ pub enum GenError {
     /// A `.msg` file is malformed.
     #[error(transparent)]
     Parse(#[from] ParseError),
-    /// A package directory without a `msg/` directory.
-    #[error("{}: no `msg` directory in the package", path.display())]
+    /// A package directory with neither a `msg/` nor a `srv/` directory.
+    #[error("{}: no `msg` or `srv` directory in the package", path.display())]
     NoMsgDir {
         /// The package directory.
         path: PathBuf,
@@ -97,16 +101,40 @@ pub enum GenError {
     },
 }
 
-/// The messages of one package.
+/// The messages and services of one package.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Package {
     /// The package name (its directory's name).
     pub name: String,
     /// Its messages, sorted by name.
     pub messages: Vec<MsgSpec>,
+    /// Its services, sorted by name.
+    pub services: Vec<SrvSpec>,
 }
 
-/// Loads `<dir>/msg/*.msg`; the package name is the directory's name.
+/// The files of `dir` whose extension is `ext`, sorted; none if `dir` is not
+/// a directory.
+fn files_with_extension(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, GenError> {
+    let mut files = Vec::new();
+    if !dir.is_dir() {
+        return Ok(files);
+    }
+    for entry in std::fs::read_dir(dir).map_err(|e| GenError::Io { path: dir.to_path_buf(), source: e })? {
+        let path = entry.map_err(|e| GenError::Io { path: dir.to_path_buf(), source: e })?.path();
+        if path.extension().is_some_and(|e| e == ext) && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Whether `dir` is a package of interfaces: it has `msg/` or `srv/`.
+fn is_package_dir(dir: &Path) -> bool {
+    dir.join("msg").is_dir() || dir.join("srv").is_dir()
+}
+
+/// Loads `<dir>/msg/*.msg` and `<dir>/srv/*.srv`; the package name is the directory's name.
 pub fn load_package(dir: &Path) -> Result<Package, GenError> {
     let name = dir
         .canonicalize()
@@ -115,25 +143,28 @@ pub fn load_package(dir: &Path) -> Result<Package, GenError> {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_string();
-    let msg_dir = dir.join("msg");
-    if !msg_dir.is_dir() {
+    if !is_package_dir(dir) {
         return Err(GenError::NoMsgDir { path: dir.to_path_buf() });
     }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&msg_dir).map_err(|e| GenError::Io { path: msg_dir.clone(), source: e })? {
-        let path = entry.map_err(|e| GenError::Io { path: msg_dir.clone(), source: e })?.path();
-        if path.extension().is_some_and(|e| e == "msg") && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    let messages = files.iter().map(|f| parse_file(&name, f)).collect::<Result<Vec<_>, _>>()?;
-    Ok(Package { name, messages })
+    let messages = files_with_extension(&dir.join("msg"), "msg")?
+        .iter()
+        .map(|f| parse_file(&name, f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let services = files_with_extension(&dir.join("srv"), "srv")?
+        .iter()
+        .map(|f| parse_srv_file(&name, f))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Package { name, messages, services })
 }
 
-/// The packages of [`shipped_interfaces_dir`], which `freight_msg::msgs` holds.
+/// The packages of messages of [`shipped_interfaces_dir`], which
+/// `freight_msg::msgs` holds (and Python's `freight.msgs`).
 pub const BUILT_IN_PACKAGES: &[&str] =
     &["builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "tensor_msgs"];
+
+/// The packages of services of [`shipped_interfaces_dir`], which
+/// `freight_msg::msgs` holds too (Rust only, for now).
+pub const BUILT_IN_SERVICE_PACKAGES: &[&str] = &["std_srvs"];
 
 /// The `interfaces/` directory of the `.msg` definitions freight ships
 /// (`builtin_interfaces`, `std_msgs`, `sensor_msgs`, `geometry_msgs` as in
@@ -192,20 +223,22 @@ impl Builder {
         }
     }
 
-    /// A builder of freight's own built-in messages: every package of
-    /// [`BUILT_IN_PACKAGES`] (what `freight-msg` and `freight-py` generate).
+    /// A builder of freight's own built-in messages and services: every
+    /// package of [`BUILT_IN_PACKAGES`] and [`BUILT_IN_SERVICE_PACKAGES`]
+    /// (what `freight-msg` and `freight-py` generate).
     pub fn built_ins() -> Self {
-        BUILT_IN_PACKAGES.iter().fold(Builder::new(), |b, p| b.shipped_package(*p))
+        BUILT_IN_PACKAGES.iter().chain(BUILT_IN_SERVICE_PACKAGES).fold(Builder::new(), |b, p| b.shipped_package(*p))
     }
 
-    /// Adds a package directory (holding `msg/*.msg`; its name is the package name).
+    /// Adds a package directory (holding `msg/*.msg`, `srv/*.srv` or both;
+    /// its name is the package name).
     pub fn package_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.packages.push(dir.as_ref().to_path_buf());
         self
     }
 
-    /// Generates every message of a shipped package (e.g. `"sensor_msgs"`), not only
-    /// the ones the given packages use.
+    /// Generates every message and service of a shipped package (e.g.
+    /// `"sensor_msgs"`), not only the messages the given packages use.
     pub fn shipped_package(mut self, name: impl Into<String>) -> Self {
         self.shipped.push(name.into());
         self
@@ -226,13 +259,14 @@ impl Builder {
     /// Generates the code and writes it to `out_file` (only when it changed), printing
     /// `cargo:rerun-if-changed` for every input.
     pub fn generate(&self, out_file: impl AsRef<Path>) -> Result<(), GenError> {
-        let (packages, inputs) = self.resolve()?;
-        write_generated(out_file.as_ref(), &rust::emit(&packages), &inputs)
+        let (packages, services, inputs) = self.resolve()?;
+        write_generated(out_file.as_ref(), &rust::emit(&packages, &services), &inputs)
     }
 
     /// Generates the code as a string.
     pub fn generate_string(&self) -> Result<String, GenError> {
-        Ok(rust::emit(&self.resolve()?.0))
+        let (packages, services, _) = self.resolve()?;
+        Ok(rust::emit(&packages, &services))
     }
 
     /// Generates one invocation of the macro `macro_name` with every
@@ -247,7 +281,7 @@ impl Builder {
     /// assert!(list.contains("each! {\n    ::freight::msgs::builtin_interfaces::Duration,\n"));
     /// ```
     pub fn generate_type_list(&self, out_file: impl AsRef<Path>, macro_name: &str) -> Result<(), GenError> {
-        let (packages, inputs) = self.resolve()?;
+        let (packages, _, inputs) = self.resolve()?;
         write_generated(out_file.as_ref(), &rust::emit_type_list(&packages, macro_name), &inputs)
     }
 
@@ -263,7 +297,7 @@ impl Builder {
     /// module; written to `out_file` only when it changed, printing
     /// `cargo:rerun-if-changed` for every input.
     pub fn generate_pyo3(&self, out_file: impl AsRef<Path>) -> Result<(), GenError> {
-        let (packages, inputs) = self.resolve()?;
+        let (packages, _, inputs) = self.resolve()?;
         write_generated(out_file.as_ref(), &python::emit_pyo3(&packages), &inputs)
     }
 
@@ -282,15 +316,16 @@ impl Builder {
         Ok(python::modules(&self.resolve()?.0))
     }
 
-    /// Every message to generate, by package and name, and the files and
-    /// directories they were read from.
-    fn resolve(&self) -> Result<(Resolved, Vec<PathBuf>), GenError> {
+    /// Every message and service to generate, by package and name, and the
+    /// files and directories they were read from.
+    fn resolve(&self) -> Result<(Resolved, Services, Vec<PathBuf>), GenError> {
         let mut inputs = Vec::new();
         let mut given: BTreeMap<String, Package> = BTreeMap::new();
         for dir in &self.packages {
             let pkg = load_package(dir)?;
-            inputs.push(dir.join("msg"));
+            inputs.extend(["msg", "srv"].map(|d| dir.join(d)).into_iter().filter(|d| d.is_dir()));
             inputs.extend(pkg.messages.iter().map(|m| m.file.clone()));
+            inputs.extend(pkg.services.iter().map(|s| s.request.file.clone()));
             given.insert(pkg.name.clone(), pkg);
         }
         let mut shipped: BTreeMap<String, Package> = BTreeMap::new();
@@ -299,24 +334,45 @@ impl Builder {
             inputs.push(dir.clone());
             for entry in std::fs::read_dir(dir).map_err(|e| GenError::Io { path: dir.clone(), source: e })? {
                 let path = entry.map_err(|e| GenError::Io { path: dir.clone(), source: e })?.path();
-                if path.join("msg").is_dir() {
+                if is_package_dir(&path) {
                     let pkg = load_package(&path)?;
                     shipped.insert(pkg.name.clone(), pkg);
                 }
             }
         }
-        let lookup = |package: &str, name: &str| -> Option<&MsgSpec> {
-            let pkg = given.get(package).or_else(|| shipped.get(package))?;
-            pkg.messages.iter().find(|m| m.name == name)
-        };
 
         let mut todo: Vec<&MsgSpec> = given.values().flat_map(|p| &p.messages).collect();
+        let mut services: Services = BTreeMap::new();
+        let mut add_services = |pkg: &Package, inputs: &mut Vec<PathBuf>, from_shipped: bool| {
+            for srv in &pkg.services {
+                if from_shipped {
+                    inputs.push(srv.request.file.clone());
+                }
+                services.entry(pkg.name.clone()).or_default().insert(srv.name.clone(), srv.clone());
+            }
+        };
+        for pkg in given.values() {
+            add_services(pkg, &mut inputs, false);
+        }
         for name in &self.shipped {
-            let pkg = given
-                .get(name)
-                .or_else(|| shipped.get(name))
-                .ok_or_else(|| GenError::UnknownPackage { name: name.clone(), dir: self.interfaces_dir.clone() })?;
+            let (pkg, from_shipped) = match given.get(name) {
+                Some(p) => (p, false),
+                None => (
+                    shipped.get(name).ok_or_else(|| GenError::UnknownPackage {
+                        name: name.clone(),
+                        dir: self.interfaces_dir.clone(),
+                    })?,
+                    true,
+                ),
+            };
             todo.extend(&pkg.messages);
+            add_services(pkg, &mut inputs, from_shipped);
+        }
+        // The messages the services' fields use, but not the requests and
+        // responses themselves: those are emitted with their service.
+        for srv in services.values().flat_map(|p| p.values()) {
+            push_deps(&srv.request, &given, &shipped, &mut todo)?;
+            push_deps(&srv.response, &given, &shipped, &mut todo)?;
         }
         let mut emitted: Resolved = BTreeMap::new();
         while let Some(spec) = todo.pop() {
@@ -327,23 +383,42 @@ impl Builder {
             if !given.contains_key(&spec.package) {
                 inputs.push(spec.file.clone());
             }
-            for field in &spec.fields {
-                if let BaseType::Message { package, name } = &field.ty.base {
-                    let dep = lookup(package, name).ok_or_else(|| GenError::UnknownType {
-                        file: spec.file.clone(),
-                        line: field.line,
-                        ty: field.ty.base.ros_name(),
-                    })?;
-                    todo.push(dep);
-                }
-            }
+            push_deps(spec, &given, &shipped, &mut todo)?;
         }
-        Ok((emitted, inputs))
+        Ok((emitted, services, inputs))
     }
+}
+
+/// Queues the messages that `spec`'s fields use, found in the given
+/// packages or else the shipped ones.
+fn push_deps<'a>(
+    spec: &MsgSpec,
+    given: &'a BTreeMap<String, Package>,
+    shipped: &'a BTreeMap<String, Package>,
+    todo: &mut Vec<&'a MsgSpec>,
+) -> Result<(), GenError> {
+    for field in &spec.fields {
+        if let BaseType::Message { package, name } = &field.ty.base {
+            let dep = given
+                .get(package)
+                .or_else(|| shipped.get(package))
+                .and_then(|p| p.messages.iter().find(|m| &m.name == name))
+                .ok_or_else(|| GenError::UnknownType {
+                    file: spec.file.clone(),
+                    line: field.line,
+                    ty: field.ty.base.ros_name(),
+                })?;
+            todo.push(dep);
+        }
+    }
+    Ok(())
 }
 
 /// The messages to generate: package → name → definition.
 type Resolved = BTreeMap<String, BTreeMap<String, MsgSpec>>;
+
+/// The services to generate: package → name → definition.
+type Services = BTreeMap<String, BTreeMap<String, SrvSpec>>;
 
 /// Writes generated code to `out_file` unless it already holds it (so cargo
 /// does not rebuild what includes it), printing `cargo:rerun-if-changed` for

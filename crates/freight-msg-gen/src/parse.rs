@@ -16,6 +16,9 @@
 //! Comments at the top of a file, up to the first blank line, document the
 //! message; comments directly above a field or constant (and after it, on its line)
 //! document it.
+//!
+//! A `.srv` file is two such definitions, the request's and the response's,
+//! separated by a line `---` ([`parse_srv_str`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -35,12 +38,54 @@ pub struct MsgSpec {
     pub constants: Vec<Constant>,
     /// The file it was parsed from.
     pub file: PathBuf,
+    /// Whether it is a message or half of a service.
+    pub interface: Interface,
 }
 
 impl MsgSpec {
-    /// The ROS 2 type name, `package/msg/Name`.
+    /// The ROS 2 type name, `package/msg/Name` (a service's request and
+    /// response: `package/srv/Name_Request`, `package/srv/Name_Response`).
     pub fn type_name(&self) -> String {
-        format!("{}/msg/{}", self.package, self.name)
+        format!("{}/{}/{}", self.package, self.interface.folder(), self.name)
+    }
+}
+
+/// Where a message is declared: a `.msg` file, or one half of a `.srv` file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Interface {
+    /// `package/msg/Name.msg`.
+    Msg,
+    /// `package/srv/Name.srv`: the request or the response.
+    Srv,
+}
+
+impl Interface {
+    /// The package's folder, and the middle of the type name: `msg`, `srv`.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Interface::Msg => "msg",
+            Interface::Srv => "srv",
+        }
+    }
+}
+
+/// A parsed `.srv` file: a request and a response message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SrvSpec {
+    /// The package, e.g. `std_srvs`.
+    pub package: String,
+    /// The service name, e.g. `SetBool`.
+    pub name: String,
+    /// The request, `<Name>_Request`; its documentation is the service's.
+    pub request: MsgSpec,
+    /// The response, `<Name>_Response`.
+    pub response: MsgSpec,
+}
+
+impl SrvSpec {
+    /// The ROS 2 service type name, `package/srv/Name`.
+    pub fn type_name(&self) -> String {
+        format!("{}/srv/{}", self.package, self.name)
     }
 }
 
@@ -340,6 +385,50 @@ pub fn parse_file(package: &str, path: &Path) -> Result<MsgSpec, super::GenError
     Ok(parse_str(package, name, &text, path)?)
 }
 
+/// Reads and parses `<dir>/<Name>.srv`; the package is given, the name is the file stem.
+pub fn parse_srv_file(package: &str, path: &Path) -> Result<SrvSpec, super::GenError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| super::GenError::Io { path: path.to_path_buf(), source: e })?;
+    let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    Ok(parse_srv_str(package, name, &text, path)?)
+}
+
+/// Parses the text of `package/srv/name`: the request's fields, a line
+/// `---`, the response's fields. `file` is only used in errors, whose line
+/// numbers count from the top of the file in either half.
+///
+/// ```
+/// use std::path::Path;
+/// let srv = freight_msg_gen::parse_srv_str("std_srvs", "SetBool", "bool data\n---\nbool success\nstring message\n", Path::new("SetBool.srv")).unwrap();
+/// assert_eq!(srv.request.type_name(), "std_srvs/srv/SetBool_Request");
+/// assert_eq!(srv.response.fields.len(), 2);
+/// ```
+pub fn parse_srv_str(package: &str, name: &str, text: &str, file: &Path) -> Result<SrvSpec, ParseError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(split) = lines.iter().position(|l| l.trim() == "---") else {
+        return Err(ParseError {
+            file: file.to_path_buf(),
+            line: lines.len(),
+            kind: Box::new(ParseErrorKind::Syntax(
+                "a `.srv` file has a line `---` between the request's fields and the response's".into(),
+            )),
+        });
+    };
+    let half = |spec: Result<MsgSpec, ParseError>, suffix: &str| {
+        spec.map(|mut m| {
+            m.name = format!("{name}_{suffix}");
+            m.interface = Interface::Srv;
+            m
+        })
+    };
+    let request = half(parse_str(package, name, &lines[..split].join("\n"), file), "Request")?;
+    // Blank lines in place of the request keep the response's line numbers
+    // those of the file.
+    let response_text = "\n".repeat(split + 1) + &lines[split + 1..].join("\n");
+    let response = half(parse_str(package, name, &response_text, file), "Response")?;
+    Ok(SrvSpec { package: package.to_string(), name: name.to_string(), request, response })
+}
+
 /// Parses the text of `package/msg/name`; `file` is only used in errors.
 pub fn parse_str(package: &str, name: &str, text: &str, file: &Path) -> Result<MsgSpec, ParseError> {
     let err = |line: usize, kind: ParseErrorKind| ParseError { file: file.to_path_buf(), line, kind: Box::new(kind) };
@@ -359,6 +448,7 @@ pub fn parse_str(package: &str, name: &str, text: &str, file: &Path) -> Result<M
         fields: Vec::new(),
         constants: Vec::new(),
         file: file.to_path_buf(),
+        interface: Interface::Msg,
     };
     let mut pending: Vec<String> = Vec::new();
     let mut seen_item = false;

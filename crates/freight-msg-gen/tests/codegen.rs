@@ -60,7 +60,9 @@ fn emits_message_blocks() {
     ] {
         assert!(code.contains(expected), "missing `{expected}` in:\n{code}");
     }
-    assert!(!code.contains("pub mod sensor_msgs"));
+    // `sensor_msgs` is there for `Image`, which the package's `Detect.srv`
+    // uses; its other messages are not.
+    assert!(!code.contains("pub struct PointCloud2"));
     assert!(!code.contains("Duration"));
 }
 
@@ -134,4 +136,46 @@ fn missing_dirs_and_packages() {
         Builder::new().shipped_package("nav_msgs").generate_string(),
         Err(GenError::UnknownPackage { .. })
     ));
+}
+
+#[test]
+fn a_srv_file_without_a_separator_is_an_error_at_its_end() {
+    let root = PrivateDir::new("freight-msg-gen");
+    let dir = root.path().join("my_srvs");
+    std::fs::create_dir_all(dir.join("srv")).unwrap();
+    std::fs::write(dir.join("srv").join("Broken.srv"), "bool data\nbool more\n").unwrap();
+    match Builder::new().package_dir(&dir).generate_string() {
+        Err(GenError::Parse(e)) => {
+            assert_eq!(e.line, 2, "{e}");
+            assert!(e.to_string().contains("---"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // An error in the response half names its line in the file.
+    std::fs::write(dir.join("srv").join("Broken.srv"), "bool data\n---\nbool ok\nwstring text\n").unwrap();
+    match Builder::new().package_dir(&dir).generate_string() {
+        Err(GenError::Parse(e)) => {
+            assert_eq!(e.line, 4, "{e}");
+            assert!(matches!(*e.kind, ParseErrorKind::Unsupported(_)), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_srv_only_package_generates_its_services_and_what_they_use() {
+    let code = Builder::new().package_dir(test_package()).generate_string().unwrap();
+    for expected in [
+        "pub mod srv {",
+        "pub struct Detect_Request = \"freight_test_msgs/srv/Detect_Request\" {",
+        "use super::super::super::sensor_msgs::msg::Image;",
+        "pub image: Image,",
+        "pub struct Detect_Response = \"freight_test_msgs/srv/Detect_Response\" {",
+        "impl ::freight_msg::ServiceType for Detect {",
+        "type Request = Detect_Request;",
+        // The message the request uses, from the shipped interfaces.
+        "pub struct Image = \"sensor_msgs/msg/Image\"",
+    ] {
+        assert!(code.contains(expected), "missing {expected:?}");
+    }
 }

@@ -136,3 +136,19 @@ fn shipped_interfaces_round_trip() {
     let s = shipped::std_msgs::msg::String { data: "hi".into() };
     assert_eq!(shipped::std_msgs::msg::String::from_cdr(&s.to_cdr().unwrap()).unwrap(), s);
 }
+
+#[test]
+fn a_service_is_generated_with_its_request_and_response() {
+    use freight_msg::ServiceType;
+    use test_pkg::freight_test_msgs::srv::{Detect, Detect_Request, Detect_Response};
+    assert_eq!(Detect::TYPE_NAME, "freight_test_msgs/srv/Detect");
+    assert_eq!(<Detect as ServiceType>::Request::TYPE_NAME, "freight_test_msgs/srv/Detect_Request");
+    assert_eq!(Detect_Response::dds_type_name(), "freight_test_msgs::srv::dds_::Detect_Response_");
+    let request = Detect_Request::default();
+    assert_eq!(request.min_score, 0.5, "the .srv default applies");
+    assert_eq!(request.image.encoding, "");
+    let response = Detect_Response { count: 2, masks: Buffer::from(vec![0u8, 1, 2]) };
+    assert_eq!(Detect_Response::NONE, 0);
+    assert_eq!(response.buffer_count(), 1);
+    assert_eq!(Detect_Response::from_cdr(&response.to_cdr().unwrap()).unwrap(), response);
+}

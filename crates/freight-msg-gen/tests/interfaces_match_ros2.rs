@@ -141,3 +141,35 @@ fn normalize(line: &str) -> String {
     }
     parts.join("\t")
 }
+
+/// Every `.srv` freight ships matches the one of the stock ROS 2 Jazzy
+/// install that `make test` puts in `.venv-ros-jazzy` (rosbags knows no
+/// services): the same fields, in order, of the same types, both ways.
+#[test]
+fn shipped_services_match_the_stock_ros2_install() {
+    const TEST: &str = "shipped_services_match_the_stock_ros2_install";
+    let stock_root = shipped_interfaces_dir().join("../.venv-ros-jazzy/share");
+    let ours = load_package(&shipped_interfaces_dir().join("std_srvs")).unwrap();
+    assert!(ours.services.len() >= 3, "{} services", ours.services.len());
+    let stock_dir = stock_root.join("std_srvs");
+    if !stock_dir.join("srv").is_dir() {
+        return testkit::skip(
+            TEST,
+            Lack::Setup,
+            &format!("no stock std_srvs at {} (make test installs it)", stock_dir.display()),
+        );
+    }
+    let stock = load_package(&stock_dir).unwrap();
+    let shape = |m: &MsgSpec| -> Vec<(String, String)> {
+        m.fields.iter().map(|f| (f.name.clone(), format!("{}{:?}", f.ty.base.ros_name(), f.ty.array))).collect()
+    };
+    for srv in &ours.services {
+        let theirs = stock
+            .services
+            .iter()
+            .find(|s| s.name == srv.name)
+            .unwrap_or_else(|| panic!("stock ROS 2 has no std_srvs/srv/{}", srv.name));
+        assert_eq!(shape(&srv.request), shape(&theirs.request), "{} request", srv.type_name());
+        assert_eq!(shape(&srv.response), shape(&theirs.response), "{} response", srv.type_name());
+    }
+}

@@ -424,3 +424,27 @@ fn a_reply_that_cannot_be_sent_is_an_error_of_serve() {
     assert_eq!(next.wait(T).unwrap().sum, expected_sum(11, 8));
     drop(pending);
 }
+
+/// A generated `std_srvs` service, served by an executor in another thread.
+#[test]
+fn std_srvs_set_bool_is_served() {
+    use freight::msgs::std_srvs::{SetBool, SetBool_Request, SetBool_Response};
+    let n = node("srv_setbool");
+    let name = service_name("setbool");
+    let service = n
+        .create_service::<SetBool>(&name, |request| SetBool_Response {
+            success: request.data,
+            message: format!("switched {}", if request.data { "on" } else { "off" }),
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_service(service);
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let client = n.create_client::<SetBool>(&name).unwrap();
+    let reply = client.call(SetBool_Request { data: true }, T).unwrap();
+    assert!(reply.success);
+    assert_eq!(reply.message, "switched on");
+    stop.stop();
+    spinner.join().unwrap().unwrap();
+}

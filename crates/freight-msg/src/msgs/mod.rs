@@ -4,7 +4,8 @@
 //! in the workspace's `interfaces/` directory, the one definition each type has
 //! (the Python classes and stubs are generated from the same files). ROS 2's
 //! `builtin_interfaces`, `std_msgs`, `sensor_msgs` and `geometry_msgs` match
-//! ROS 2 Humble field by field; `tensor_msgs` is freight's own.
+//! ROS 2 Humble field by field, and so do the services of `std_srvs` (Rust
+//! only for now); `tensor_msgs` is freight's own.
 //!
 //! Unbounded sequences of numbers (`uint8[] data` and the like) are
 //! [`Buffer`](crate::Buffer)s, so they can stay in shared or device memory;
@@ -49,6 +50,22 @@ pub mod std_msgs {
 /// `geometry_msgs`: points, poses, transforms, twists.
 pub mod geometry_msgs {
     pub use super::generated::geometry_msgs::msg::*;
+}
+
+/// `std_srvs`: services with nothing or one switch to send (`Empty`,
+/// `SetBool`, `Trigger`). A service `X` is `std_srvs::X` (a
+/// [`ServiceType`](crate::ServiceType)), its request and response
+/// `std_srvs::X_Request` and `std_srvs::X_Response`, as ROS 2 names them
+/// (`std_srvs/srv/X_Request`).
+///
+/// ```
+/// use freight_msg::msgs::std_srvs::{SetBool, SetBool_Request};
+/// use freight_msg::ServiceType;
+/// assert_eq!(SetBool::TYPE_NAME, "std_srvs/srv/SetBool");
+/// assert!(!SetBool_Request::default().data);
+/// ```
+pub mod std_srvs {
+    pub use super::generated::std_srvs::srv::*;
 }
 
 /// `sensor_msgs`: images, point clouds, IMU, laser scans, joint states.
