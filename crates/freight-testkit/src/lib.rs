@@ -117,3 +117,25 @@ pub fn unprivileged(test: &str, program: &str) -> Option<std::process::Command> 
     cmd.args(AS_NOBODY).arg(program);
     Some(cmd)
 }
+
+/// A shell script for `unshare --mount --propagation private sh -c SCRIPT
+/// PROGRAM ARGS...`: it gives its mount namespace fresh tmpfs mounts where
+/// iceoryx2 keeps its segments (`/dev/shm`) and its service records
+/// (`/tmp/iceoryx2`), then runs the program. A process started so shares no
+/// shared memory with the test: it is a second "host" on the same network.
+pub const OTHER_HOST_MOUNTS: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
+    mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+
+/// Whether [`OTHER_HOST_MOUNTS`] works here (root and `unshare --mount`);
+/// if not, says so with [`skip`] for `test`.
+pub fn other_host_available(test: &str) -> bool {
+    let ok = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", OTHER_HOST_MOUNTS, "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip(test, Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
+    }
+    ok
+}

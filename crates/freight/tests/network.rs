@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use freight::msgs::sensor_msgs::Image;
 use freight::{Context, DdsConfig, Message, Node, Publisher, QoS, TakeError, Transport};
 use freight_dds::{EndpointQos, Participant};
-use freight_testkit::{skip, Lack};
+use freight_testkit::{other_host_available, skip, Lack, OTHER_HOST_MOUNTS};
 use sha2::{Digest, Sha256};
 
 const ROLE: &str = "FREIGHT_NET_ROLE";
@@ -113,7 +113,7 @@ impl Peer {
 
     /// A child in this test binary; `other_host` runs it with a private /dev/shm.
     fn freight(test: &str, role: &str, other_host: bool, topic: &str, count: usize) -> Peer {
-        Peer::freight_in(test, role, other_host.then_some(PRIVATE_SHM), topic, count)
+        Peer::freight_in(test, role, other_host.then_some(OTHER_HOST_MOUNTS), topic, count)
     }
 
     /// As [`Peer::freight`], with `mounts` (a shell script ending in `exec
@@ -182,28 +182,9 @@ impl Drop for Peer {
     }
 }
 
-/// Runs `$0` with its arguments after giving this mount namespace fresh
-/// tmpfs mounts where iceoryx2 keeps its segments (/dev/shm) and its service
-/// records (/tmp/iceoryx2).
-const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
-    mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
-
-/// As [`PRIVATE_SHM`], iceoryx2's service records alone private: the host's
+/// As [`OTHER_HOST_MOUNTS`], iceoryx2's service records alone private: the host's
 /// /dev/shm stays shared, as in a container given only `--ipc=host`.
 const PRIVATE_IOX_ROOT: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
-
-/// Whether children can get a private /dev/shm here (root, mount namespaces).
-fn other_host_available() -> bool {
-    let ok = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("a second 'host'", Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
-    }
-    ok
-}
 
 fn env_count() -> usize {
     std::env::var(COUNT).ok().and_then(|c| c.parse().ok()).unwrap_or(1)
@@ -339,7 +320,7 @@ fn topic(name: &str) -> String {
 #[test]
 fn local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate() {
     const NAME: &str = "local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate";
-    if child(NAME) || !other_host_available() {
+    if child(NAME) || !other_host_available(NAME) {
         return;
     }
     let _serial = serial();
@@ -403,7 +384,7 @@ fn local_subscribers_get_shared_memory_remote_ones_cdr_and_nobody_a_duplicate() 
 #[test]
 fn a_subscriber_sharing_dev_shm_but_not_iceoryx2_records_gets_frames_over_the_network() {
     const NAME: &str = "a_subscriber_sharing_dev_shm_but_not_iceoryx2_records_gets_frames_over_the_network";
-    if child(NAME) || !other_host_available() {
+    if child(NAME) || !other_host_available(NAME) {
         return;
     }
     let _serial = serial();
@@ -428,7 +409,7 @@ fn a_subscriber_sharing_dev_shm_but_not_iceoryx2_records_gets_frames_over_the_ne
 #[test]
 fn a_remote_publisher_reaches_a_local_subscription() {
     const NAME: &str = "a_remote_publisher_reaches_a_local_subscription";
-    if child(NAME) || !other_host_available() {
+    if child(NAME) || !other_host_available(NAME) {
         return;
     }
     let _serial = serial();

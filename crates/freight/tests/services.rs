@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use freight::{Buffer, CallError, Context, DdsConfig, Executor, Node, PublishError, Sample, ServiceType, Transport};
-use freight_testkit::{skip, Lack};
+use freight_testkit::{other_host_available, OTHER_HOST_MOUNTS};
 
 freight::message! {
     /// Bytes to check.
@@ -158,23 +158,6 @@ impl Drop for Peer {
         }
         self.kill();
     }
-}
-
-/// Private mounts where iceoryx2 keeps its segments and records: the child
-/// shares no shared memory with the test, as a second machine.
-const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
-    mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
-
-fn other_host_available() -> bool {
-    let ok = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("a second 'host'", Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
-    }
-    ok
 }
 
 /// Runs the child role if this process is a child; true if it was.
@@ -376,11 +359,11 @@ fn a_server_that_dies_mid_call_ends_the_call_promptly() {
 #[test]
 fn a_server_on_another_host_answers_over_dds() {
     const TEST: &str = "a_server_on_another_host_answers_over_dds";
-    if child() || !other_host_available() {
+    if child() || !other_host_available(TEST) {
         return;
     }
     let name = service_name("dds");
-    let server = Peer::spawn(TEST, "network_server", &name, Some(PRIVATE_SHM));
+    let server = Peer::spawn(TEST, "network_server", &name, Some(OTHER_HOST_MOUNTS));
     server.expect("READY");
     let n = network_node("srv_client_dds");
     let client = n.create_client::<Checksum>(&name).unwrap();
