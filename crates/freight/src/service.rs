@@ -23,7 +23,7 @@ use freight_msg::{
     ServiceType, YamlField, YamlWriter,
 };
 
-use crate::error::{CallError, CreateError, ServeError};
+use crate::error::{CallError, CreateError, PublishError, ServeError, TakeError};
 use crate::node::Node;
 use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::QoS;
@@ -81,39 +81,118 @@ fn topics(name: &str) -> (String, String) {
     (format!("rq{name}Request"), format!("rr{name}Reply"))
 }
 
+/// Which call a request is: the client that sent it and the call's sequence
+/// number (`rmw_request_id_t` in ROS 2 terms). A reply sent with it reaches
+/// that call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId {
+    /// The client's id.
+    pub client: u64,
+    /// The call's sequence number on that client.
+    pub sequence: i64,
+}
+
+/// A request taken from a [`ServiceServer`], and the id to answer it with.
+pub type TakenRequest<M> = (Sample<M>, RequestId);
+
+/// The requests of a service and the way back to each caller: take each
+/// request and answer it when and from where you like (a worker thread, after
+/// a long computation). [`Service`] is this with a callback that answers each
+/// request at once.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use freight::Context;
+/// use freight::msgs::std_srvs::{Trigger, Trigger_Response};
+/// let node = Context::new()?.create_node("arm")?;
+/// let server = node.create_service_server::<Trigger>("home")?;
+/// loop {
+///     if let Some((_request, id)) = server.take_request(Duration::from_secs(1))? {
+///         // ... move the arm home, then:
+///         server.send_response(id, Trigger_Response { success: true, message: "home".into() })?;
+///     }
+/// }
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+pub struct ServiceServer<S: ServiceType> {
+    name: String,
+    pub(crate) requests: Subscription<Envelope<S::Request>>,
+    replies: Publisher<Envelope<S::Response>>,
+}
+
+impl<S: ServiceType> std::fmt::Debug for ServiceServer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServiceServer<{}>({})", S::TYPE_NAME, self.name)
+    }
+}
+
+impl<S: ServiceType> ServiceServer<S> {
+    /// The service, fully qualified.
+    pub fn service_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The next request, waiting up to `timeout` for one (zero: only one
+    /// queued now), with the id to answer it with.
+    pub fn take_request(&self, timeout: Duration) -> Result<Option<TakenRequest<S::Request>>, TakeError> {
+        let taken = if timeout.is_zero() { self.requests.try_take()? } else { self.requests.take(timeout)? };
+        Ok(taken.map(|Sample { msg: Envelope { client, sequence, body }, info }| {
+            (Sample { msg: body, info }, RequestId { client, sequence })
+        }))
+    }
+
+    /// Sends `response` to the call `id`. A client that gave up on the call
+    /// drops it.
+    ///
+    /// Every client of the service receives every reply and keeps its own, so
+    /// a reply never waits for room in a client's queue: an idle client's
+    /// queue fills with others' replies, and waiting for it would stall the
+    /// service. A full queue skips the reply, as a DDS reader's keep-last
+    /// history drops the oldest; the caller's own queue is emptied when it
+    /// calls (see [`Client::call_async`]).
+    pub fn send_response(&self, id: RequestId, response: S::Response) -> Result<(), PublishError> {
+        match self.replies.publish_copy(&Envelope { client: id.client, sequence: id.sequence, body: response }) {
+            Err(PublishError::QueueFull { .. }) => Ok(()),
+            sent => sent,
+        }
+    }
+}
+
 /// Receives requests for `S` and answers each with its callback's response.
 ///
 /// Serve it with an [`Executor`](crate::Executor)
 /// ([`add_service`](crate::Executor::add_service)), or by calling
-/// [`serve`](Self::serve) in a loop.
+/// [`serve`](Self::serve) in a loop. It dereferences to its
+/// [`ServiceServer`].
 ///
 /// ```no_run
-/// use freight::{Context, ServiceType};
-/// # freight::message! { pub struct AddRequest = "example_interfaces/srv/AddTwoInts_Request" { pub a: i64, pub b: i64 } }
-/// # freight::message! { pub struct AddResponse = "example_interfaces/srv/AddTwoInts_Response" { pub sum: i64 } }
-/// # pub struct AddTwoInts;
-/// # impl ServiceType for AddTwoInts {
-/// #     const TYPE_NAME: &'static str = "example_interfaces/srv/AddTwoInts";
-/// #     type Request = AddRequest;
-/// #     type Response = AddResponse;
-/// # }
-/// let node = Context::new()?.create_node("adder")?;
-/// let mut service = node.create_service::<AddTwoInts>("add_two_ints", |request| AddResponse { sum: request.a + request.b })?;
+/// use freight::Context;
+/// use freight::msgs::std_srvs::{SetBool, SetBool_Response};
+/// let node = Context::new()?.create_node("motor")?;
+/// let mut service = node.create_service::<SetBool>("enable", |request| SetBool_Response {
+///     success: true,
+///     message: format!("motor {}", if request.data { "on" } else { "off" }),
+/// })?;
 /// loop {
 ///     service.serve(std::time::Duration::from_secs(1))?;
 /// }
 /// # Ok::<_, Box<dyn std::error::Error>>(())
 /// ```
 pub struct Service<S: ServiceType> {
-    name: String,
-    pub(crate) requests: Subscription<Envelope<S::Request>>,
-    replies: Publisher<Envelope<S::Response>>,
+    server: ServiceServer<S>,
     callback: Box<dyn FnMut(Sample<S::Request>) -> S::Response + Send>,
 }
 
 impl<S: ServiceType> std::fmt::Debug for Service<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Service<{}>({})", S::TYPE_NAME, self.name)
+        write!(f, "Service<{}>({})", S::TYPE_NAME, self.server.name)
+    }
+}
+
+impl<S: ServiceType> std::ops::Deref for Service<S> {
+    type Target = ServiceServer<S>;
+    fn deref(&self) -> &ServiceServer<S> {
+        &self.server
     }
 }
 
@@ -125,14 +204,21 @@ impl Node {
         name: &str,
         callback: impl FnMut(Sample<S::Request>) -> S::Response + Send + 'static,
     ) -> Result<Service<S>, CreateError> {
+        Ok(Service { server: self.create_service_server(name)?, callback: Box::new(callback) })
+    }
+
+    /// Creates a server of `S` on the service `name` whose requests you take
+    /// and answer yourself.
+    pub fn create_service_server<S: ServiceType>(&self, name: &str) -> Result<ServiceServer<S>, CreateError> {
         let name = self.resolve_topic_name(name)?;
         let (rq, rr) = topics(&name);
         let qos = QoS::services_default();
         // The reply publisher first: a request is only taken once there is a
-        // way to answer it.
-        let replies = Publisher::create(self, &rr, qos, PublisherOptions::default())?;
+        // way to answer it. It never waits for a full queue (`send_response`).
+        let reply_qos = qos.with_max_blocking_time(Duration::ZERO);
+        let replies = Publisher::create(self, &rr, reply_qos, PublisherOptions::default())?;
         let requests = Subscription::create(self, &rq, qos, SubscriptionOptions::default())?;
-        Ok(Service { name, requests, replies, callback: Box::new(callback) })
+        Ok(ServiceServer { name, requests, replies })
     }
 
     /// Creates a client of `S` for the service `name` (resolved as a topic
@@ -159,19 +245,13 @@ impl Node {
 }
 
 impl<S: ServiceType> Service<S> {
-    /// The service, fully qualified.
-    pub fn service_name(&self) -> &str {
-        &self.name
-    }
-
     /// Answers every request queued now; returns how many.
     ///
     /// A request that cannot be taken or answered is an error; the requests
     /// after it wait for the next call.
     pub fn try_serve(&mut self) -> Result<usize, ServeError> {
         let mut answered = 0;
-        while let Some(request) = self.requests.try_take()? {
-            self.answer(request)?;
+        while self.serve_one(Duration::ZERO)? {
             answered += 1;
         }
         Ok(answered)
@@ -179,20 +259,19 @@ impl<S: ServiceType> Service<S> {
 
     /// Waits up to `timeout` for a request, then answers every request queued.
     pub fn serve(&mut self, timeout: Duration) -> Result<usize, ServeError> {
-        match self.requests.take(timeout)? {
-            Some(first) => {
-                self.answer(first)?;
-                Ok(1 + self.try_serve()?)
-            }
-            None => Ok(0),
+        if !self.serve_one(timeout)? {
+            return Ok(0);
         }
+        Ok(1 + self.try_serve()?)
     }
 
-    fn answer(&mut self, request: Sample<Envelope<S::Request>>) -> Result<(), ServeError> {
-        let Sample { msg: Envelope { client, sequence, body }, info } = request;
-        let response = (self.callback)(Sample { msg: body, info });
-        self.replies.publish_copy(&Envelope { client, sequence, body: response })?;
-        Ok(())
+    /// Answers the next request, waiting up to `timeout` for one; whether
+    /// one came.
+    fn serve_one(&mut self, timeout: Duration) -> Result<bool, ServeError> {
+        let Some((request, id)) = self.server.take_request(timeout)? else { return Ok(false) };
+        let response = (self.callback)(request);
+        self.server.send_response(id, response)?;
+        Ok(true)
     }
 }
 
@@ -256,6 +335,11 @@ impl<S: ServiceType> Client<S> {
         self.inner.server_count()
     }
 
+    /// What a wait-set waits on for this client: its replies.
+    pub(crate) fn replies_receiver(&self) -> &crate::delivery::Receiver {
+        &self.inner.replies.inner
+    }
+
     /// Whether a server is there (rclcpp's `service_is_ready`).
     pub fn service_is_ready(&self) -> bool {
         self.server_count() > 0
@@ -290,11 +374,17 @@ impl<S: ServiceType> Client<S> {
     /// Sends `request` and returns at once; the [`PendingCall`] collects the
     /// reply. Several calls may be pending at a time, their replies come in
     /// any order.
+    ///
+    /// The replies queued before the call are taken first (filed for the
+    /// pending calls, dropped if other clients'): with room for ten, the
+    /// queue then holds this call's reply unless ten others come before it
+    /// and it is not collected meanwhile.
     pub fn call_async(&self, request: S::Request) -> Result<PendingCall<S>, CallError> {
         let inner = &self.inner;
         if inner.server_count() == 0 {
             return Err(CallError::NoServer { service: inner.name.clone() });
         }
+        inner.collect(Duration::ZERO)?;
         let sequence = inner.next_sequence.fetch_add(1, Ordering::Relaxed);
         lock(&inner.calls).insert(sequence, None);
         let pending = PendingCall { client: inner.clone(), sequence };

@@ -1,14 +1,16 @@
-//! Waiting on several subscriptions at once.
+//! Waiting on several subscriptions (and services' requests, clients'
+//! replies) at once.
 
 use std::time::Duration;
 
-use freight_msg::Message;
+use freight_msg::{Message, ServiceType};
 use iceoryx2::prelude::*;
 use iceoryx2::waitset::WaitSetRunResult;
 
 use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
 use crate::error::{ShmError, WaitError};
+use crate::service::{Client, ServiceServer};
 use crate::subscription::Subscription;
 use crate::topic::Ipc;
 
@@ -54,6 +56,21 @@ impl<'a> WaitSet<'a> {
     /// Adds a subscription; returns its index in [`WaitOutcome::Ready`].
     pub fn add<M: Message>(&mut self, sub: &'a Subscription<M>) -> usize {
         self.subs.push(&sub.inner);
+        self.subs.len() - 1
+    }
+
+    /// Adds a service's requests; returns its index in [`WaitOutcome::Ready`]
+    /// (ready: a request to take). A [`Service`](crate::Service) is added
+    /// through its server: `ws.add_service(&service)`.
+    pub fn add_service<S: ServiceType>(&mut self, server: &'a ServiceServer<S>) -> usize {
+        self.subs.push(&server.requests.inner);
+        self.subs.len() - 1
+    }
+
+    /// Adds a client's replies; returns its index in [`WaitOutcome::Ready`]
+    /// (ready: a reply came, for one of its pending calls or another client's).
+    pub fn add_client<S: ServiceType>(&mut self, client: &'a Client<S>) -> usize {
+        self.subs.push(client.replies_receiver());
         self.subs.len() - 1
     }
 
