@@ -39,7 +39,9 @@ from freight.errors import (
     LoanError,
     MalformedMessageError,
     NetworkError,
+    NoServerError,
     QueueFullError,
+    ServerGoneError,
     SharedMemoryError,
     TooManyHeldError,
     TypeMismatchError,
@@ -47,6 +49,7 @@ from freight.errors import (
 from freight.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from freight.graph import TopicEndpointInfo, TopicEndpointTypeEnum
 from freight.node import Node, Timer
+from freight.services import Client, Future, Service
 from freight.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -106,6 +109,17 @@ def spin_once(node, *, executor=None, timeout_sec=None):
             executor.remove_node(node)
 
 
+def spin_until_future_complete(node, future, executor=None, timeout_sec=None):
+    """Runs ``node``'s callbacks until ``future`` is done or ``timeout_sec`` passes."""
+    executor = executor if executor is not None else SingleThreadedExecutor(context=node.context)
+    added = executor.add_node(node)
+    try:
+        executor.spin_until_future_complete(future, timeout_sec=timeout_sec)
+    finally:
+        if added:
+            executor.remove_node(node)
+
+
 __all__ = [
     "init",
     "ok",
@@ -113,6 +127,10 @@ __all__ = [
     "create_node",
     "spin",
     "spin_once",
+    "spin_until_future_complete",
+    "Service",
+    "Client",
+    "Future",
     "Context",
     "Node",
     "Timer",

@@ -71,6 +71,14 @@ class NetworkError(FreightError, OSError):
     """The network plane (DDS) failed: check CYCLONEDDS_URI, or use a local-only context."""
 
 
+class NoServerError(FreightError):
+    """A service call found no server: start one, or ``wait_for_service`` first."""
+
+
+class ServerGoneError(FreightError):
+    """Every server of a service went away (its process ended) before it answered the call."""
+
+
 __all__ = [
     "FreightError",
     "ContextError",
@@ -85,4 +93,6 @@ __all__ = [
     "BackendUnavailableError",
     "SharedMemoryError",
     "NetworkError",
+    "NoServerError",
+    "ServerGoneError",
 ]

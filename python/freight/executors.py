@@ -1,4 +1,5 @@
-"""Executors: run subscription and timer callbacks (rclpy's executors).
+"""Executors: run subscription, service and timer callbacks, and complete
+service clients' futures (rclpy's executors).
 
 The wait for messages happens in Rust with the GIL released, so other Python
 threads run meanwhile, and an executor can spin in a background thread.
@@ -88,16 +89,29 @@ class Executor:
     def spin_until_shutdown(self):
         self.spin()
 
+    def spin_until_future_complete(self, future, timeout_sec=None):
+        """Runs callbacks until ``future`` is done, ``timeout_sec`` passes
+        (``None``: no limit), or the executor or context shuts down."""
+        deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+        while not future.done() and self._ok():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            self.spin_once(timeout_sec=_MAX_WAIT if left is None else min(left, _MAX_WAIT))
+
     def _run(self, entity, callback, args):
         del entity
         callback(*args)
 
     def _entities(self):
-        subscriptions, timers = [], []
+        subscriptions, services, clients, timers = [], [], [], []
         for node in self.get_nodes():
             subscriptions.extend(s for s in node.subscriptions if s.callback is not None and self._may_take(s))
+            services.extend(s for s in node.services if self._may_take(s))
+            # A client is waited on while it has calls pending.
+            clients.extend(c for c in node.clients if c._has_pending() and self._may_take(c))
             timers.extend(t for t in node.timers if not t.is_canceled() and self._may_take(t))
-        return subscriptions, timers
+        return subscriptions, services, clients, timers
 
     def _may_take(self, entity):
         """Whether the entity's callback may run now (the multi-threaded executor runs one per entity)."""
@@ -112,33 +126,53 @@ class Executor:
         """The next `(entity, callback, args)` to run, or None when none came in time."""
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
         while True:
-            subscriptions, timers = self._entities()
+            subscriptions, services, clients, timers = self._entities()
             for timer in timers:
                 if timer.is_ready():
                     return timer, timer._call, ()
+            # A pending call whose servers all went away sends no reply to
+            # wake the wait: look at the servers at each pass.
+            for client in clients:
+                if not client.service_is_ready():
+                    return client, client._collect, ()
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             until_timer = min((t.time_until_next_call() / 1e9 for t in timers), default=None)
             wait_for = min(x for x in (left, until_timer, self._max_wait()) if x is not None)
-            if subscriptions:
-                ready = wait(subscriptions, max(0.0, wait_for))
+            entities = subscriptions + services + clients
+            waitables = subscriptions + [s._native for s in services] + [c._native for c in clients]
+            if waitables:
+                ready = wait(waitables, max(0.0, wait_for))
             else:
                 time.sleep(max(0.0, wait_for))
                 ready = []
             if ready:
                 self._next = (self._next + 1) % len(ready)
+                kinds = [0] * len(subscriptions) + [1] * len(services) + [2] * len(clients)
                 for i in ready[self._next :] + ready[: self._next]:
-                    try:
-                        msg = subscriptions[i].take(0)
-                    except MalformedMessageError as e:
-                        # Dropped; the stream goes on (nothing accepted before is lost).
-                        _log.warning("dropped a malformed message on %s: %s", subscriptions[i].topic_name, e)
-                        continue
-                    if msg is not None:
-                        return subscriptions[i], subscriptions[i].callback, (msg,)
+                    work = self._work_of(entities[i], kinds[i])
+                    if work is not None:
+                        return work
             if any(t.is_ready() for t in timers):
                 continue
             if (deadline is not None and time.monotonic() >= deadline) or not self._ok():
                 return None
+
+    def _work_of(self, entity, kind):
+        """What a ready entity asks to run (kind 0: a subscription's callback
+        with its message, 1: a service's with its request, 2: a client's
+        completion of its futures); None when there was nothing to take after all."""
+        if kind == 2:
+            return entity, entity._collect, ()
+        try:
+            taken = entity.take(0) if kind == 0 else entity._take()
+        except MalformedMessageError as e:
+            # Dropped; the stream goes on (nothing accepted before is lost).
+            name = entity.topic_name if kind == 0 else entity.service_name
+            _log.warning("dropped a malformed %s on %s: %s", "message" if kind == 0 else "request", name, e)
+            return None
+        if taken is None:
+            return None
+        return (entity, entity.callback, (taken,)) if kind == 0 else (entity, entity._handle, taken)
 
 
 class SingleThreadedExecutor(Executor):

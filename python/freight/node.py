@@ -8,6 +8,7 @@ from freight import context as _context
 from freight.clock import Clock
 from freight.graph import GraphMixin
 from freight.qos import as_profile
+from freight.services import Client, Service
 
 
 class Timer:
@@ -102,6 +103,8 @@ class Node(GraphMixin):
         self._native = self._context.create_node(node_name, namespace)
         self._publishers = []
         self._subscriptions = []
+        self._services = []
+        self._clients = []
         self._timers = []
         self._clock = Clock()
         _configure_logging()
@@ -118,6 +121,14 @@ class Node(GraphMixin):
     @property
     def subscriptions(self):
         return iter(self._subscriptions)
+
+    @property
+    def services(self):
+        return iter(self._services)
+
+    @property
+    def clients(self):
+        return iter(self._clients)
 
     @property
     def timers(self):
@@ -169,6 +180,26 @@ class Node(GraphMixin):
         self._subscriptions.append(subscription)
         return subscription
 
+    def create_service(self, srv_type, srv_name, callback):
+        """A service server calling ``callback(request, response)`` for each
+        request, from the executor that spins this node; the callback fills
+        ``response`` (a fresh ``srv_type.Response()``) and returns it.
+
+        ``srv_type`` is a service class, e.g. ``freight.msgs.std_srvs.SetBool``.
+        The QoS is ROS 2's services profile (reliable, volatile, keep last 10).
+        """
+        service = Service(self, srv_type, srv_name, callback)
+        self._services.append(service)
+        return service
+
+    def create_client(self, srv_type, srv_name):
+        """A client of the service ``srv_name``: ``call`` waits for the
+        response itself, ``call_async`` returns a future that an executor
+        spinning this node completes."""
+        client = Client(self, srv_type, srv_name)
+        self._clients.append(client)
+        return client
+
     def create_timer(self, timer_period_sec, callback):
         timer = Timer(callback, timer_period_sec)
         self._timers.append(timer)
@@ -179,6 +210,12 @@ class Node(GraphMixin):
 
     def destroy_subscription(self, subscription):
         return _remove(self._subscriptions, subscription)
+
+    def destroy_service(self, service):
+        return _remove(self._services, service)
+
+    def destroy_client(self, client):
+        return _remove(self._clients, client)
 
     def destroy_timer(self, timer):
         timer.cancel()
@@ -191,6 +228,8 @@ class Node(GraphMixin):
             timer.cancel()
         self._publishers.clear()
         self._subscriptions.clear()
+        self._services.clear()
+        self._clients.clear()
         self._timers.clear()
 
     def __repr__(self):

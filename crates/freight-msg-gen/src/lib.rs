@@ -163,7 +163,7 @@ pub const BUILT_IN_PACKAGES: &[&str] =
     &["builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "tensor_msgs"];
 
 /// The packages of services of [`shipped_interfaces_dir`], which
-/// `freight_msg::msgs` holds too (Rust only, for now).
+/// `freight_msg::msgs` holds too (and Python's `freight.msgs`).
 pub const BUILT_IN_SERVICE_PACKAGES: &[&str] = &["std_srvs"];
 
 /// The `interfaces/` directory of the `.msg` definitions freight ships
@@ -294,11 +294,13 @@ impl Builder {
     /// (`freight-py`, whose `build.rs` calls this): one invocation of that
     /// crate's `messages!` macro naming each message's Rust type as
     /// `freight::msgs::<package>::<Name>` and its fields, constants and Python
-    /// module; written to `out_file` only when it changed, printing
-    /// `cargo:rerun-if-changed` for every input.
+    /// module (a service's request and response included), then one of its
+    /// `services!` macro naming each service with its two classes; written to
+    /// `out_file` only when it changed, printing `cargo:rerun-if-changed`
+    /// for every input.
     pub fn generate_pyo3(&self, out_file: impl AsRef<Path>) -> Result<(), GenError> {
-        let (packages, _, inputs) = self.resolve()?;
-        write_generated(out_file.as_ref(), &python::emit_pyo3(&packages), &inputs)
+        let (packages, services, inputs) = self.resolve()?;
+        write_generated(out_file.as_ref(), &python::emit_pyo3(&packages, &services), &inputs)
     }
 
     /// The Python modules of the messages, one per package: the module
@@ -313,7 +315,8 @@ impl Builder {
     /// assert!(std_msgs.stub.contains("class Header:"));
     /// ```
     pub fn python_modules(&self) -> Result<Vec<PythonModule>, GenError> {
-        Ok(python::modules(&self.resolve()?.0))
+        let (packages, services, _) = self.resolve()?;
+        Ok(python::modules(&packages, &services))
     }
 
     /// Every message and service to generate, by package and name, and the

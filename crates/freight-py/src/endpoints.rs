@@ -888,29 +888,53 @@ fn seconds(s: f64) -> PyResult<StdDuration> {
         .map_err(|_| PyValueError::new_err(format!("timeout_sec={s} is not a number of seconds")))
 }
 
-/// Waits until one of `subscriptions` has a message, or `timeout_sec` passes
-/// (`None`: no limit). Returns the indices of the ready ones, `[]` on timeout.
-/// The GIL is released while waiting; Ctrl-C raises `KeyboardInterrupt`.
+/// Waits until one of `entities` has work, or `timeout_sec` passes (`None`:
+/// no limit): a subscription a message, a service server a request, a
+/// service client a reply. Returns the indices of the ready ones, `[]` on
+/// timeout. The GIL is released while waiting; Ctrl-C raises
+/// `KeyboardInterrupt`.
 #[pyfunction]
-#[pyo3(signature = (subscriptions, timeout_sec=None))]
-pub(crate) fn wait(
-    py: Python<'_>,
-    subscriptions: Vec<Bound<'_, Subscription>>,
-    timeout_sec: Option<f64>,
-) -> PyResult<Vec<usize>> {
+#[pyo3(signature = (entities, timeout_sec=None))]
+pub(crate) fn wait(py: Python<'_>, entities: Vec<Bound<'_, PyAny>>, timeout_sec: Option<f64>) -> PyResult<Vec<usize>> {
     let deadline = timeout_sec.map(seconds).transpose()?.map(|t| Instant::now() + t);
-    let subs: Vec<&dyn AnySubscription> = subscriptions.iter().map(|s| &*s.get().inner).collect();
+    let mut subs: Vec<&dyn AnySubscription> = Vec::new();
+    let mut servers: Vec<&dyn crate::services::AnyServer> = Vec::new();
+    let mut clients: Vec<&dyn crate::services::AnyClient> = Vec::new();
+    // Where each entity went, to give back indices in the caller's order.
+    let mut order = Vec::with_capacity(entities.len());
+    for e in &entities {
+        if let Ok(s) = e.cast::<Subscription>() {
+            order.push((0, subs.len()));
+            subs.push(&*s.get().inner);
+        } else if let Ok(s) = e.cast::<crate::services::Server>() {
+            order.push((1, servers.len()));
+            servers.push(&*s.get().inner);
+        } else if let Ok(c) = e.cast::<crate::services::Client>() {
+            order.push((2, clients.len()));
+            clients.push(&*c.get().inner);
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "wait() takes subscriptions, service servers and clients, not {}",
+                crate::errors::type_name(e)
+            )));
+        }
+    }
     loop {
         let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));
         let outcome = py
             .detach(|| {
+                // Added in the order of `order`: subscriptions, servers, clients.
                 let mut waitset = WaitSet::new();
                 subs.iter().for_each(|s| s.add_to(&mut waitset));
+                servers.iter().for_each(|s| s.add_to(&mut waitset));
+                clients.iter().for_each(|c| c.add_to(&mut waitset));
                 waitset.wait(left.min(SIGNAL_CHECK))
             })
             .map_err(|e| from_wait(py, e))?;
         if let WaitOutcome::Ready(ready) = outcome {
-            return Ok(ready);
+            let offset = [0, subs.len(), subs.len() + servers.len()];
+            let position = |&(kind, i): &(usize, usize)| offset[kind] + i;
+            return Ok((0..order.len()).filter(|&k| ready.contains(&position(&order[k]))).collect());
         }
         py.check_signals()?;
         if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -32,6 +32,8 @@ pub(crate) enum Kind {
     BackendUnavailable,
     SharedMemory,
     Network,
+    NoServer,
+    ServerGone,
 }
 
 impl Kind {
@@ -49,6 +51,8 @@ impl Kind {
             Kind::BackendUnavailable => "BackendUnavailableError",
             Kind::SharedMemory => "SharedMemoryError",
             Kind::Network => "NetworkError",
+            Kind::NoServer => "NoServerError",
+            Kind::ServerGone => "ServerGoneError",
         }
     }
 }

@@ -18,6 +18,7 @@ mod errors;
 mod fields;
 mod graph;
 mod messages;
+mod services;
 
 use pyo3::prelude::*;
 
@@ -27,6 +28,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<endpoints::Node>()?;
     m.add_class::<endpoints::Publisher>()?;
     m.add_class::<endpoints::Subscription>()?;
+    m.add_class::<services::Server>()?;
+    m.add_class::<services::Client>()?;
     m.add_class::<arrays::ReceivedBuffer>()?;
     m.add_class::<arrays::LoanedBuffer>()?;
     m.add_class::<arrays::DeviceArray>()?;

@@ -15,6 +15,7 @@ use pyo3::types::{PyBytes, PyModule, PyTuple, PyType};
 use crate::endpoints::{Endpoints, Typed};
 use crate::errors::{error, Kind};
 use crate::fields::{one_tuple, Buffers, PyField, PyMessage};
+use crate::services::{ServiceEndpoints, TypedService};
 
 /// The bytes of a `bytes`-like object (`bytes` itself without a copy).
 fn cdr_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
@@ -161,6 +162,25 @@ macro_rules! messages {
 
         /// The names of the classes `typed` knows, for error messages.
         pub(crate) const NAMES: &[&str] = &[$($ros),*];
+    };
+}
+
+macro_rules! services {
+    ($($rust:ty as $ros:literal => $request:ident, $response:ident;)*) => {
+        /// The endpoints of the Rust service whose request class is `class`
+        /// (a Python service class's `Request`).
+        pub(crate) fn typed_service(class: &Bound<'_, PyType>) -> Option<&'static dyn ServiceEndpoints> {
+            let py = class.py();
+            $(
+                if class.is(&py.get_type::<$request>()) {
+                    return Some(&TypedService::<$rust>::NEW);
+                }
+            )*
+            None
+        }
+
+        /// The names of the services `typed_service` knows, for error messages.
+        pub(crate) const SERVICE_NAMES: &[&str] = &[$($ros),*];
     };
 }
 

@@ -1,0 +1,278 @@
+//! Service servers and clients of any service type, for the Python package's
+//! `Node.create_service` / `create_client` (`freight/services.py`, which runs
+//! the callbacks and completes the futures).
+//!
+//! A service type reaches Rust through its request class: `SetBool.Request`
+//! is the generated class of `std_srvs/srv/SetBool_Request`, and the
+//! generated `services!` list names the Rust service of each request class.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Mutex;
+use std::time::Duration as StdDuration;
+
+use freight::{
+    CallError, Client as RustClient, CreateError, Node as RustNode, PendingCall, RequestId, ServiceServer, ServiceType,
+    WaitSet,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::errors::{error, from_create, from_publish, from_take, type_name, Kind};
+use crate::fields::{Buffers, PyMessage};
+use crate::messages;
+
+/// Creates the server and client of one service type.
+pub(crate) trait ServiceEndpoints: Sync {
+    fn server(&self, node: &RustNode, name: &str) -> Result<Box<dyn AnyServer>, CreateError>;
+    fn client(&self, node: &RustNode, name: &str) -> Result<Box<dyn AnyClient>, CreateError>;
+}
+
+/// The [`ServiceEndpoints`] of `S`.
+pub(crate) struct TypedService<S>(PhantomData<fn() -> S>);
+
+impl<S> TypedService<S> {
+    pub(crate) const NEW: Self = TypedService(PhantomData);
+}
+
+impl<S> ServiceEndpoints for TypedService<S>
+where
+    S: ServiceType,
+    S::Request: PyMessage,
+    S::Response: PyMessage,
+{
+    fn server(&self, node: &RustNode, name: &str) -> Result<Box<dyn AnyServer>, CreateError> {
+        Ok(Box::new(node.create_service_server::<S>(name)?))
+    }
+
+    fn client(&self, node: &RustNode, name: &str) -> Result<Box<dyn AnyClient>, CreateError> {
+        Ok(Box::new(TypedClient { client: node.create_client::<S>(name)?, pending: Mutex::default() }))
+    }
+}
+
+/// The service type behind a Python service class (one with `Request` and
+/// `Response` attributes, as rclpy's service classes have).
+fn endpoints_of(srv_type: &Bound<'_, PyAny>) -> PyResult<&'static dyn ServiceEndpoints> {
+    let found = srv_type
+        .getattr("Request")
+        .ok()
+        .and_then(|r| r.cast_into::<PyType>().ok())
+        .and_then(|r| messages::typed_service(&r));
+    found.ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "{} is not a freight service class; freight's Python services are {}",
+            srv_type.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+            messages::SERVICE_NAMES.join(", ")
+        ))
+    })
+}
+
+/// A Python message converted to `M`: its buffers are copied into heap
+/// memory (the send copies them once more, into the frame).
+fn to_rust<M: PyMessage>(py: Python<'_>, obj: &Bound<'_, PyAny>, role: &str) -> PyResult<M> {
+    let obj = obj
+        .cast::<M::Class>()
+        .map_err(|_| PyTypeError::new_err(format!("the {role} must be a {}, not {}", M::TYPE_NAME, type_name(obj))))?;
+    let mut msg = M::default();
+    M::write_fields(&*obj.try_borrow()?, py, &mut msg, Buffers::Copy)?;
+    Ok(msg)
+}
+
+fn to_python<M: PyMessage>(py: Python<'_>, msg: M) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, msg.read_fields(py)?)?.into_any())
+}
+
+/// A request as Python gets it, and its id `(client, sequence)`.
+type PyRequest = (Py<PyAny>, (u64, i64));
+
+/// A service server of any service type.
+pub(crate) trait AnyServer: Send + Sync {
+    fn take_request(&self, py: Python<'_>) -> PyResult<Option<PyRequest>>;
+    fn send_response(&self, py: Python<'_>, id: (u64, i64), response: &Bound<'_, PyAny>) -> PyResult<()>;
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
+    fn service_name(&self) -> &str;
+}
+
+impl<S> AnyServer for ServiceServer<S>
+where
+    S: ServiceType,
+    S::Request: PyMessage,
+    S::Response: PyMessage,
+{
+    fn take_request(&self, py: Python<'_>) -> PyResult<Option<PyRequest>> {
+        let taken = py.detach(|| ServiceServer::take_request(self, StdDuration::ZERO)).map_err(|e| from_take(py, e))?;
+        taken.map(|(request, id)| Ok((to_python(py, request.into_message())?, (id.client, id.sequence)))).transpose()
+    }
+
+    fn send_response(&self, py: Python<'_>, id: (u64, i64), response: &Bound<'_, PyAny>) -> PyResult<()> {
+        let response = to_rust::<S::Response>(py, response, "response")?;
+        let id = RequestId { client: id.0, sequence: id.1 };
+        py.detach(|| ServiceServer::send_response(self, id, response)).map_err(from_publish)
+    }
+
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) {
+        waitset.add_service(self);
+    }
+
+    fn service_name(&self) -> &str {
+        ServiceServer::service_name(self)
+    }
+}
+
+/// A poisoned lock means a panic elsewhere left the map as it was between
+/// two whole operations: go on with it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A service client of any service type.
+pub(crate) trait AnyClient: Send + Sync {
+    fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64>;
+    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>>;
+    fn forget(&self, sequence: i64);
+    fn server_count(&self) -> usize;
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
+    fn service_name(&self) -> &str;
+}
+
+/// A client and its calls waiting for a reply, by sequence number.
+struct TypedClient<S: ServiceType> {
+    client: RustClient<S>,
+    pending: Mutex<HashMap<i64, PendingCall<S>>>,
+}
+
+fn from_call(py: Python<'_>, e: CallError) -> PyErr {
+    match e {
+        CallError::Request(e) => from_publish(e),
+        CallError::Reply(e) => from_take(py, e),
+        e @ CallError::NoServer { .. } => error(Kind::NoServer, e.to_string()),
+        e @ CallError::ServerGone { .. } => error(Kind::ServerGone, e.to_string()),
+        e => error(Kind::Context, e.to_string()),
+    }
+}
+
+impl<S> AnyClient for TypedClient<S>
+where
+    S: ServiceType,
+    S::Request: PyMessage,
+    S::Response: PyMessage,
+{
+    fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
+        let request = to_rust::<S::Request>(py, request, "request")?;
+        let call = py.detach(|| self.client.call_async(request)).map_err(|e| from_call(py, e))?;
+        let sequence = call.sequence();
+        lock(&self.pending).insert(sequence, call);
+        Ok(sequence)
+    }
+
+    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>> {
+        let replies = py.detach(|| {
+            let mut pending = lock(&self.pending);
+            let mut replies = Vec::new();
+            for (&sequence, call) in pending.iter_mut() {
+                if let Some(reply) = call.try_get()? {
+                    replies.push((sequence, reply));
+                }
+            }
+            for (sequence, _) in &replies {
+                pending.remove(sequence);
+            }
+            Ok(replies)
+        });
+        replies
+            .map_err(|e| from_call(py, e))?
+            .into_iter()
+            .map(|(sequence, reply)| Ok((sequence, to_python(py, reply.into_message())?)))
+            .collect()
+    }
+
+    fn forget(&self, sequence: i64) {
+        lock(&self.pending).remove(&sequence);
+    }
+
+    fn server_count(&self) -> usize {
+        self.client.server_count()
+    }
+
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) {
+        waitset.add_client(&self.client);
+    }
+
+    fn service_name(&self) -> &str {
+        self.client.service_name()
+    }
+}
+
+/// The native half of a service server; `freight.services.Service` runs its
+/// callback.
+#[pyclass(frozen, module = "freight._native", name = "ServiceServer")]
+pub(crate) struct Server {
+    pub(crate) inner: Box<dyn AnyServer>,
+}
+
+#[pymethods]
+impl Server {
+    #[new]
+    fn new(node: &Bound<'_, crate::endpoints::Node>, srv_type: &Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
+        let inner = endpoints_of(srv_type)?.server(node.get().inner(), name).map_err(from_create)?;
+        Ok(Server { inner })
+    }
+
+    /// The next request and its id `(client, sequence)`, or `None`.
+    fn take_request(&self, py: Python<'_>) -> PyResult<Option<PyRequest>> {
+        self.inner.take_request(py)
+    }
+
+    /// Sends `response` to the call `request_id`.
+    fn send_response(&self, py: Python<'_>, request_id: (u64, i64), response: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.send_response(py, request_id, response)
+    }
+
+    #[getter]
+    fn service_name(&self) -> &str {
+        self.inner.service_name()
+    }
+}
+
+/// The native half of a service client; `freight.services.Client` keeps the
+/// futures.
+#[pyclass(frozen, module = "freight._native", name = "ServiceClient")]
+pub(crate) struct Client {
+    pub(crate) inner: Box<dyn AnyClient>,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    fn new(node: &Bound<'_, crate::endpoints::Node>, srv_type: &Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
+        let inner = endpoints_of(srv_type)?.client(node.get().inner(), name).map_err(from_create)?;
+        Ok(Client { inner })
+    }
+
+    /// Sends `request`; returns the call's sequence number. Raises
+    /// `freight.NoServerError` when no server is there.
+    fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
+        self.inner.call_async(py, request)
+    }
+
+    /// The replies that came for pending calls, as `(sequence, response)`.
+    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>> {
+        self.inner.take_responses(py)
+    }
+
+    /// Forgets the call `sequence`: its reply, if it comes, is dropped.
+    fn forget(&self, sequence: i64) {
+        self.inner.forget(sequence)
+    }
+
+    /// Servers there now, on this host and over the network.
+    fn server_count(&self) -> usize {
+        self.inner.server_count()
+    }
+
+    #[getter]
+    fn service_name(&self) -> &str {
+        self.inner.service_name()
+    }
+}
