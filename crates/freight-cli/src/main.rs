@@ -225,7 +225,36 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     /// Internal: a worker process of `bench soak`.
     #[command(hide = true, name = "soak-worker")]
     SoakWorker(bench::SoakWorkerArgs),
+    /// Multi-node CPU-GPU pipelines (seed 002): run time and overhead against the native program.
+    #[command(long_about = PIPELINE_ABOUT)]
+    Pipeline(bench::PipelineArgs),
+    /// Internal: a worker process of `bench pipeline`.
+    #[command(hide = true, name = "pipeline-worker")]
+    PipelineWorker(bench::PipelineWorkerArgs),
 }
+
+const PIPELINE_ABOUT: &str = "\
+Multi-node CPU-GPU pipelines, the experiment of the Verona paper (seed 002), against the
+native program in the same run.
+
+A scheduler node and workers (2 nodes: 1 CPU worker; 3: 1 CPU + 1 GPU; 5: 2 CPU + 2 GPU)
+compute --frames frames over a --rows x --cols f32 matrix split by rows: the scheduler sends
+each frame, every worker runs its kernel on its rows and sends them back, the scheduler
+merges them into the next frame. Workloads: cache (CPU: repeated sqrt/div/mul in place;
+GPU: repeated 2D reduction) and concurrent (one read and one write per element and pass).
+Paradigms: topic (one send topic, one result topic per worker) and service (one service
+per worker). Modes: copy (every hop copies in and out, processes: ROS-SC), intra (threads
+of one process, zero copy: ROS-ZC), shm (processes sharing frames in shared memory:
+ROS-SHM-ZC). Service requests and replies are copied once into their message (no loans
+for them yet).
+
+The native program runs the same kernels on the same rows with a thread per worker and no
+middleware. Each row alternates --runs pipeline runs and --runs native runs after one
+warm-up of each, and reports mean and SD and overhead = (mean - native) / native; every
+run's final matrix must equal the native one bit for bit. GPU workers run their kernel on a
+CPU thread (\"gpu-stand-in\"): no CUDA worker is built yet. The paper's overhead (Jetson TX2,
+CUDA-SC, Tables 2 and 3) is shown beside each row it has. --runs 30 is the paper's
+protocol. The table goes to stdout, progress to stderr; --json FILE writes every row.";
 
 const SOAK_ABOUT: &str = "\
 A chaos soak of freight (needs root).
@@ -306,6 +335,12 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Bench(BenchCommand::Soak(args)) => bench::run_soak(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::SoakWorker(args)) => return bench::run_soak_worker(&args),
+        Command::Bench(BenchCommand::Pipeline(args)) => {
+            bench::run_pipeline(&args).map(|_| ExitCode::SUCCESS).map_err(|e| e.to_string())
+        }
+        Command::Bench(BenchCommand::PipelineWorker(args)) => {
+            bench::run_pipeline_worker(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string())
+        }
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),

@@ -66,7 +66,8 @@
 //! in a private network namespace. `freight bench throughput` (the `throughput` module) runs a
 //! publisher in a tight loop to N subscriber processes and documents its own protocol.
 //! `freight bench soak` (the `soak` module) is a chaos soak, not a measurement: its module
-//! documents the graph, the chaos and every check.
+//! documents the graph, the chaos and every check. `freight bench pipeline` (the `pipeline`
+//! module) reproduces seed 002's CPU–GPU pipelines and documents its protocol.
 
 mod args;
 mod dds;
@@ -77,6 +78,7 @@ mod harness;
 mod iceoryx2_raw;
 mod memcpy;
 mod peer;
+mod pipeline;
 pub(crate) mod plot;
 pub(crate) mod python;
 mod report;
@@ -95,6 +97,7 @@ use std::time::Duration;
 pub use args::{format_size, parse_seconds, parse_size, Lang, LatencyArgs, PeerArgs, ThroughputArgs, TransportKind};
 pub use fanout::Fanout;
 pub use harness::RunPlan;
+pub use pipeline::{run as run_pipeline, run_worker as run_pipeline_worker, PipelineArgs, PipelineWorkerArgs};
 pub use report::RowStats;
 pub use ros2::{run as run_ros2, run_peer as run_ros2_peer, Ros2Args, Ros2PeerArgs};
 pub use soak::{run as run_soak, run_worker as run_soak_worker, SoakArgs, SoakWorkerArgs};

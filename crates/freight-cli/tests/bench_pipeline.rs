@@ -1,0 +1,43 @@
+//! End-to-end: `freight bench pipeline` run as a user would, small. Every row
+//! checks its final matrix against the native program bit for bit, so a row
+//! that completes proves the data went to every worker and back intact; how
+//! fast is for BENCHMARKS.md, not for a test.
+
+use std::process::Command;
+
+use freight_testkit::PrivateDir;
+
+fn freight(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("run freight")
+}
+
+#[test]
+fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_does() {
+    let dir = PrivateDir::new("freight-cli-pipeline");
+    let json = dir.path().join("rows.json");
+    let json_arg = json.to_str().expect("a UTF-8 temporary path");
+    // Rows that do not divide by the workers: the split leaves no gap.
+    let small = ["--runs", "1", "--frames", "3", "--rows", "13", "--cols", "17", "--json", json_arg];
+    let out = freight(&[&["bench", "pipeline"], &small[..]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "freight failed: {stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json rows");
+    assert_eq!(rows.len(), 3 * 2 * 3 * 2, "nodes x paradigms x modes x workloads");
+    for row in &rows {
+        for key in ["nodes", "paradigm", "mode", "workload", "mean_ms", "sd_ms", "overhead_pct", "native_mean_ms"] {
+            assert!(row.get(key).is_some(), "{key} missing in {row}");
+        }
+        assert!(row["mean_ms"].as_f64().is_some_and(|t| t > 0.0), "{row}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("gpu-stand-in"), "the GPU stand-in is named in the table: {stdout}");
+    assert!(stdout.contains("+2640 %"), "the paper's numbers are beside ours: {stdout}");
+}
+
+#[test]
+fn a_topology_the_paper_does_not_have_is_refused() {
+    let out = freight(&["bench", "pipeline", "--nodes", "4"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--nodes 4") && stderr.contains("2, 3 or 5"), "{stderr}");
+}
