@@ -1,5 +1,5 @@
 """The ROS graph as rclpy shows it: :class:`TopicEndpointInfo` and the graph
-methods of :class:`freight.Node` (``get_topic_names_and_types``,
+methods of :class:`freight.Node` (``get_topic_names_and_types``, ``get_service_names_and_types``,
 ``get_node_names_and_namespaces``, ``get_publishers_info_by_topic``, ...).
 
 What a node sees: this host's freight endpoints (shared memory) and everything
@@ -88,6 +88,14 @@ class GraphMixin:
         for name, type_name in _native.topic_names_and_types(self._native):
             topics.setdefault(name, []).append(type_name)
         return sorted(topics.items())
+
+    def get_service_names_and_types(self):
+        """``[(service, [type])]``, sorted, as rclpy returns it: this host's
+        freight services and every service DDS discovery knows."""
+        services = {}
+        for name, type_name in _native.service_names_and_types(self._native):
+            services.setdefault(name, []).append(type_name)
+        return sorted(services.items())
 
     def get_node_names_and_namespaces(self):
         """``[(name, namespace)]``: this context's nodes, every node other ROS 2

@@ -69,6 +69,15 @@ def test_call_async_completes_under_spin_until_future_complete(node, service_nam
     assert done == [futures[0]]
 
 
+def test_services_are_in_the_graph(node, service_name):
+    node.create_service(SetBool, service_name, _set_bool)
+    node.create_client(Trigger, service_name + "_other")
+    assert (service_name, ["std_srvs/srv/SetBool"]) in node.get_service_names_and_types()
+    # As in ROS 2, whose graph lists a service name once any client or
+    # server uses it.
+    assert (service_name + "_other", ["std_srvs/srv/Trigger"]) in node.get_service_names_and_types()
+
+
 def test_no_server_and_a_server_that_never_answers(node, service_name):
     client = node.create_client(Trigger, service_name)
     assert not client.service_is_ready()

@@ -14,6 +14,7 @@ mod dds;
 mod demo;
 mod lab;
 mod private_dir;
+mod service;
 mod stop;
 mod topic;
 mod tune;
@@ -79,6 +80,16 @@ COMMANDS IN DETAIL
       witnesses: shared-memory subscribers that are stopped but never killed, whose fds are
       compared from the warm-up to the end. `make soak` runs it for an hour.
 
+  freight bench pipeline [--nodes 2,3,5] [--paradigms topic,service] [--modes copy,intra,shm] [--runs N]
+      The Verona paper's CPU-GPU pipelines (seed 002): a scheduler node and CPU and GPU
+      workers (GPU kernels on CPU threads, \"gpu-stand-in\", until CUDA workers exist) compute
+      frames of a matrix split by rows, talking by topics or services, copying every hop
+      (copy), as threads sharing frames by pointer (intra) or as processes sharing them in
+      shared memory (shm). Mean and SD of the run time over --runs runs, against the same
+      kernels as one native program measured in the same row, the overhead, and the paper's
+      overhead beside each row it has; every run's result is checked bit for bit against the
+      native program's. --json FILE writes the rows. See docs/pipeline.md.
+
   freight demo
       The headline comparison: one 3840x2160 BGRA camera frame (33,177,600 bytes) from a
       publisher process to a subscriber process over each transport, spinning and blocking,
@@ -108,6 +119,10 @@ COMMANDS IN DETAIL
       receivers can check them. stdout: `published <k> <bytes> bytes` per message (above
       10 Hz once a second, with the rate). --wait-for-subscribers N holds the first message
       back; --qos sensor publishes best effort. It runs until --count or Ctrl-C.
+
+  freight service list [-t] | type SERVICE
+      As `ros2 service`: the services of this host's freight nodes and, over DDS, those of
+      every other ROS 2 node of the domain, with their types (-t).
 
   freight dds config [--xml]
       The Cyclone DDS configuration the network plane joins a domain with here: ROS 2's
@@ -161,6 +176,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
+    /// Inspect services, as `ros2 service` does: list, type.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     /// The DDS configuration freight's network plane uses here, each setting with its reason.
     #[command(subcommand)]
     Dds(dds::DdsCommand),
@@ -343,6 +361,7 @@ fn main() -> ExitCode {
         }
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Service(cmd) => service::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),

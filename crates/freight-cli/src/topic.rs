@@ -175,7 +175,7 @@ pub fn run(cmd: TopicCommand) -> Result<(), String> {
     }
 }
 
-fn inspector(domain: &DomainArg) -> Result<Node, String> {
+pub(crate) fn inspector(domain: &DomainArg) -> Result<Node, String> {
     let ctx = match domain.domain {
         Some(d) => Context::builder().domain_id(d).create(),
         None => Context::new(),
@@ -198,7 +198,7 @@ fn graph_of(node: &Node, topic: &str) -> Result<TopicGraph, String> {
 /// `text` with its control characters escaped (`\u{1b}`): topic, type, node
 /// and host names come from other processes and the network, and a terminal
 /// would act on an escape sequence in them.
-fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(char::is_control) {
         return text.into();
     }

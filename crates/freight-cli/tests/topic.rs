@@ -8,7 +8,7 @@ use std::time::Duration;
 use freight::msgs::geometry_msgs::Twist;
 use freight::msgs::sensor_msgs::Image;
 use freight::{BackendKind, BackendSet, Context, PublisherOptions, QoS, SubscriptionOptions};
-use freight_testkit::{skip, Lack};
+use freight_testkit::{other_host_available, OTHER_HOST_MOUNTS};
 
 fn freight(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("run freight");
@@ -163,19 +163,12 @@ fn topic_echo_prints_any_built_in_type() {
 /// /dev/shm and /tmp/iceoryx2, so only DDS reaches this process. `None` where
 /// that needs privileges this test does not have.
 fn freight_on_another_host(args: &[&str]) -> Option<(bool, String, String)> {
-    const PRIVATE_SHM: &str = "mkdir -p /tmp/iceoryx2 && mount -t tmpfs tmpfs /dev/shm && \
-        mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
-    let probe = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, "true"])
-        .stderr(std::process::Stdio::null())
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        skip("freight topic on a second 'host'", Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
+    if !other_host_available("freight topic on a second 'host'") {
         return None;
     }
     let loopback = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-dds/loopback.xml");
     let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", PRIVATE_SHM, env!("CARGO_BIN_EXE_freight")])
+        .args(["--mount", "--propagation", "private", "sh", "-c", OTHER_HOST_MOUNTS, env!("CARGO_BIN_EXE_freight")])
         .args(args)
         .env("CYCLONEDDS_URI", format!("file://{loopback}"))
         .output()

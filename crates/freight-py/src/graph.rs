@@ -28,6 +28,14 @@ pub(crate) fn topic_names_and_types(py: Python<'_>, node: &Node) -> PyResult<Vec
     Ok(topics.into_iter().map(|t| (t.name, t.type_name)).collect())
 }
 
+/// `[(service, type)]`, sorted: this host's freight services and every
+/// service DDS discovery knows.
+#[pyfunction]
+pub(crate) fn service_names_and_types(py: Python<'_>, node: &Node) -> PyResult<Vec<(String, String)>> {
+    let services = py.detach(|| node.inner().service_names_and_types()).map_err(from_graph)?;
+    Ok(services.into_iter().map(|s| (s.name, s.type_name)).collect())
+}
+
 /// `[(name, namespace)]`, sorted.
 #[pyfunction]
 pub(crate) fn node_names_and_namespaces(py: Python<'_>, node: &Node) -> PyResult<Vec<(String, String)>> {

@@ -35,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
     m.add_function(wrap_pyfunction!(graph::topic_names_and_types, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::service_names_and_types, m)?)?;
     m.add_function(wrap_pyfunction!(graph::node_names_and_namespaces, m)?)?;
     m.add_function(wrap_pyfunction!(graph::wait_for_discovery, m)?)?;
     m.add_function(wrap_pyfunction!(graph::topic_endpoints, m)?)?;

@@ -216,6 +216,50 @@ impl Node {
         Ok(topics)
     }
 
+    /// Services of this node's domain on this host and those DDS discovery
+    /// knows (stock ROS 2 nodes, freight on other hosts), with their types,
+    /// sorted: rclpy's `get_service_names_and_types()`, one type per entry.
+    /// As in ROS 2, a name is listed once a server or a client uses it.
+    ///
+    /// ```no_run
+    /// let node = freight::Context::new()?.create_node("inspector")?;
+    /// for s in node.service_names_and_types()? {
+    ///     println!("{} [{}]", s.name, s.type_name); // "/enable [std_srvs/srv/SetBool]"
+    /// }
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn service_names_and_types(&self) -> Result<Vec<TopicInfo>, GraphError> {
+        // A service is known by its request topic, `rq/<name>Request`, of
+        // type `<pkg>/srv/<Name>_Request`.
+        let service_of = |topic: &str, request_type: &str| -> Option<TopicInfo> {
+            let name = topic.strip_prefix("rq")?.strip_suffix("Request")?;
+            let type_name = request_type.strip_suffix("_Request")?;
+            name.starts_with('/').then(|| TopicInfo { name: name.into(), type_name: type_name.into() })
+        };
+        let prefix = format!("freight/{}", self.inner.ctx.inner.domain_id);
+        let type_key = crate::topic::type_key();
+        let mut services = Vec::new();
+        Ipc::list(self.inner.iox.config(), |details| {
+            let s = &details.static_details;
+            if let (StaticPattern::PublishSubscribe(_), Some(topic)) =
+                (s.messaging_pattern(), s.name().as_str().strip_prefix(&prefix))
+            {
+                let type_name = s.attributes().key_value(&type_key, 0).map(|v| v.to_string()).unwrap_or_default();
+                services.extend(service_of(topic, &type_name));
+            }
+            CallbackProgression::Continue
+        })
+        .map_err(ShmError::doing("listing the services"))?;
+        if let Some(d) = self.discovered()? {
+            for e in network_endpoints(&d) {
+                services.extend(service_of(&e.topic_name, &ros_type_name(&e.type_name)));
+            }
+        }
+        services.sort();
+        services.dedup();
+        Ok(services)
+    }
+
     /// Joins the DDS domain, if this context has not yet, and gives discovery
     /// `time` to hear from the domain's participants: the graph functions
     /// report what discovery knows at the moment they are called (`ros2 topic`
