@@ -84,6 +84,6 @@ pub use network::PeerTag;
 #[doc(hidden)]
 pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
-pub use service::{Client, PendingCall, RequestId, Service, ServiceServer, TakenRequest};
+pub use service::{Client, Envelope, PendingCall, RequestId, Service, ServiceServer, TakenRequest};
 pub use subscription::{Subscription, SubscriptionOptions};
 pub use waitset::{WaitOutcome, WaitSet};

@@ -23,7 +23,8 @@ use freight_msg::{
     ServiceType, YamlField, YamlWriter,
 };
 
-use crate::error::{CallError, CreateError, PublishError, ServeError, TakeError};
+use crate::error::{CallError, CreateError, LoanError, PublishError, ServeError, TakeError};
+use crate::loan::{Loan, LoanUninit};
 use crate::node::Node;
 use crate::publisher::{Publisher, PublisherOptions};
 use crate::qos::QoS;
@@ -31,14 +32,33 @@ use crate::sample::Sample;
 use crate::subscription::{Subscription, SubscriptionOptions};
 use crate::sync::lock;
 
-/// A request or reply with its header: who asked (`client`) and which of its
-/// calls it is (`sequence`). On the wire, the header's 16 bytes come before
-/// the message's fields, as rmw_cyclonedds lays them out.
+/// A request or reply in its envelope: the message and the request header,
+/// who asked and which of its calls it is (set by freight when the loan is
+/// sent). On the wire the header's 16 bytes come before the message's
+/// fields, as rmw_cyclonedds lays them out.
+///
+/// It is what a loan for a request or a reply holds
+/// ([`Client::loan_request`], [`ServiceServer::loan_response`]), and
+/// dereferences to the message, so a written loan's fields are set as any
+/// message's: `loan.width = 640`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Envelope<M> {
+pub struct Envelope<M> {
     client: u64,
     sequence: i64,
     body: M,
+}
+
+impl<M> std::ops::Deref for Envelope<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        &self.body
+    }
+}
+
+impl<M> std::ops::DerefMut for Envelope<M> {
+    fn deref_mut(&mut self) -> &mut M {
+        &mut self.body
+    }
 }
 
 impl<M: Message> CdrField for Envelope<M> {
@@ -141,6 +161,25 @@ impl<S: ServiceType> ServiceServer<S> {
         }))
     }
 
+    /// Lends memory for a response with one length per buffer field, in
+    /// declaration order, to send with
+    /// [`send_loaned_response`](Self::send_loaned_response): nothing is
+    /// copied on the way to the client.
+    pub fn loan_response(&self, lens: &[usize]) -> Result<LoanUninit<Envelope<S::Response>>, LoanError> {
+        self.replies.loan_buffers(lens)
+    }
+
+    /// Sends a written loan as the response to the call `id` (see
+    /// [`send_response`](Self::send_response)).
+    pub fn send_loaned_response(
+        &self,
+        id: RequestId,
+        mut response: Loan<Envelope<S::Response>>,
+    ) -> Result<(), PublishError> {
+        (response.client, response.sequence) = (id.client, id.sequence);
+        skip_full_queues(self.replies.publish(response))
+    }
+
     /// Sends `response` to the call `id`. A client that gave up on the call
     /// drops it.
     ///
@@ -151,10 +190,20 @@ impl<S: ServiceType> ServiceServer<S> {
     /// history drops the oldest; the caller's own queue is emptied when it
     /// calls (see [`Client::call_async`]).
     pub fn send_response(&self, id: RequestId, response: S::Response) -> Result<(), PublishError> {
-        match self.replies.publish_copy(&Envelope { client: id.client, sequence: id.sequence, body: response }) {
-            Err(PublishError::QueueFull { .. }) => Ok(()),
-            sent => sent,
-        }
+        skip_full_queues(self.replies.publish_copy(&Envelope {
+            client: id.client,
+            sequence: id.sequence,
+            body: response,
+        }))
+    }
+}
+
+/// A reply skipped for a full client queue was not this call's to wait for
+/// (see [`ServiceServer::send_response`]).
+fn skip_full_queues(sent: Result<(), PublishError>) -> Result<(), PublishError> {
+    match sent {
+        Err(PublishError::QueueFull { .. }) => Ok(()),
+        sent => sent,
     }
 }
 
@@ -380,6 +429,50 @@ impl<S: ServiceType> Client<S> {
     /// queue then holds this call's reply unless ten others come before it
     /// and it is not collected meanwhile.
     pub fn call_async(&self, request: S::Request) -> Result<PendingCall<S>, CallError> {
+        self.send(|inner, client, sequence| inner.requests.publish_copy(&Envelope { client, sequence, body: request }))
+    }
+
+    /// Lends memory for a request with one length per buffer field, in
+    /// declaration order, to send with [`call_loaned`](Self::call_loaned):
+    /// nothing is copied on the way to the servers.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use freight::{Context, ServiceType};
+    /// # freight::message! { pub struct DetectRequest = "my_msgs/srv/Detect_Request" { pub width: u32, pub pixels: freight::Buffer<u8> } }
+    /// # freight::message! { pub struct DetectResponse = "my_msgs/srv/Detect_Response" { pub count: u32 } }
+    /// # pub struct Detect;
+    /// # impl ServiceType for Detect {
+    /// #     const TYPE_NAME: &'static str = "my_msgs/srv/Detect";
+    /// #     type Request = DetectRequest;
+    /// #     type Response = DetectResponse;
+    /// # }
+    /// let node = Context::new()?.create_node("camera")?;
+    /// let client = node.create_client::<Detect>("detect")?;
+    /// let mut request = client.loan_request(&[640 * 480])?.write_from_fn(|i| (i % 256) as u8);
+    /// request.width = 640;
+    /// let reply = client.call_loaned(request)?.wait(Duration::from_secs(1))?;
+    /// println!("{} objects", reply.count);
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn loan_request(&self, lens: &[usize]) -> Result<LoanUninit<Envelope<S::Request>>, LoanError> {
+        self.inner.requests.loan_buffers(lens)
+    }
+
+    /// Sends a written loan as a request; as [`call_async`](Self::call_async) otherwise.
+    pub fn call_loaned(&self, mut request: Loan<Envelope<S::Request>>) -> Result<PendingCall<S>, CallError> {
+        self.send(|inner, client, sequence| {
+            (request.client, request.sequence) = (client, sequence);
+            inner.requests.publish(request)
+        })
+    }
+
+    /// Sends a request with `publish(inner, client id, sequence)` once a
+    /// server is there, and files the call.
+    fn send(
+        &self,
+        publish: impl FnOnce(&ClientInner<S>, u64, i64) -> Result<(), PublishError>,
+    ) -> Result<PendingCall<S>, CallError> {
         let inner = &self.inner;
         if inner.server_count() == 0 {
             return Err(CallError::NoServer { service: inner.name.clone() });
@@ -388,7 +481,7 @@ impl<S: ServiceType> Client<S> {
         let sequence = inner.next_sequence.fetch_add(1, Ordering::Relaxed);
         lock(&inner.calls).insert(sequence, None);
         let pending = PendingCall { client: inner.clone(), sequence };
-        inner.requests.publish_copy(&Envelope { client: inner.id, sequence, body: request })?;
+        publish(inner, inner.id, sequence)?;
         Ok(pending)
     }
 }

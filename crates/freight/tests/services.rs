@@ -326,6 +326,11 @@ fn a_server_in_another_process_answers_through_shared_memory() {
         assert_eq!(reply.info().transport, Transport::Shm, "and so did the reply");
         assert_eq!(reply.reversed.len(), len);
     }
+    // A loaned request: written in shared memory, read there by the server.
+    let mut loan = client.loan_request(&[4 << 20]).unwrap().write_from_fn(|i| (i % 251) as u8);
+    loan.salt = 9;
+    let reply = client.call_loaned(loan).unwrap().wait(T).unwrap();
+    assert_eq!((reply.sum, reply.transport.as_str()), (expected_sum(9, 4 << 20), "Shm"));
 }
 
 #[test]
@@ -435,4 +440,32 @@ fn std_srvs_set_bool_is_served() {
     assert_eq!(reply.message, "switched on");
     stop.stop();
     spinner.join().unwrap().unwrap();
+}
+
+/// Loans for both ways: the server reads the client's request where the
+/// client wrote it, and the client the server's reply where the server
+/// wrote it (in one process: the same addresses).
+#[test]
+fn loaned_requests_and_replies_are_not_copied() {
+    let n = node("srv_loans");
+    let name = service_name("loans");
+    let server = n.create_service_server::<Checksum>(&name).unwrap();
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    let mut loan = client.loan_request(&[1 << 20]).unwrap().write_from_fn(|i| (i % 251) as u8);
+    loan.salt = 3;
+    let written_at = loan.buffer_mut(0).unwrap().as_ptr() as usize;
+    let call = client.call_loaned(loan).unwrap();
+
+    let (request, id) = server.take_request(T).unwrap().expect("the request");
+    assert_eq!(request.salt, 3);
+    assert_eq!(request.data.as_bytes().unwrap().as_ptr() as usize, written_at, "the client's loan, not a copy");
+    let mut reply = server.loan_response(&[1 << 20]).unwrap().write_from_fn(|i| (i % 7) as u8);
+    reply.sum = checksum(request).sum;
+    let replied_at = reply.buffer_mut(0).unwrap().as_ptr() as usize;
+    server.send_loaned_response(id, reply).unwrap();
+
+    let reply = call.wait(T).unwrap();
+    assert_eq!(reply.sum, expected_sum(3, 1 << 20));
+    assert_eq!(reply.reversed.as_bytes().unwrap().as_ptr() as usize, replied_at, "the server's loan, not a copy");
+    assert_eq!(reply.reversed.as_bytes().unwrap()[8], 1);
 }

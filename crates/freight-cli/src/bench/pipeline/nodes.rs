@@ -13,9 +13,9 @@
 //!   serializing middleware does (the paper's ROS-SC);
 //! * **intra** (threads) and **shm** (processes): the scheduler writes the
 //!   merged frame into a loan, workers read it where it lies and write their
-//!   rows into loans of their own (topic paradigm: nothing else is copied).
-//!   Service requests and replies have no loans yet: they are copied once
-//!   into their message.
+//!   rows into loans of their own: nothing else is copied. In the service
+//!   paradigm the scheduler writes each worker's rows into a request loan,
+//!   and workers answer with loans.
 //!
 //! After the last frame the scheduler has the matrix the native program
 //! computes; `run` compares the two bit for bit.
@@ -174,12 +174,20 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                     break;
                 }
                 let input = request.data.as_slice().ok_or_else(|| err("a request not in host memory"))?;
-                let input =
-                    if copy { std::borrow::Cow::Owned(input.to_vec()) } else { std::borrow::Cow::Borrowed(input) };
-                let mut output = vec![0f32; input.len()];
-                kernel(workload, role, cols, &input, &mut output);
-                let part = Part { frame: request.frame, worker: spec.index as u32, data: Buffer::from(output) };
-                server.send_response(id, part).map_err(err)?;
+                let (frame, worker) = (request.frame, spec.index as u32);
+                if copy {
+                    let input = input.to_vec();
+                    let mut output = vec![0f32; input.len()];
+                    kernel(workload, role, cols, &input, &mut output);
+                    server.send_response(id, Part { frame, worker, data: Buffer::from(output) }).map_err(err)?;
+                } else {
+                    let mut loan = server.loan_response(&[input.len() * 4]).map_err(err)?;
+                    kernel(workload, role, cols, input, loan_as_f32(&mut loan)?);
+                    // SAFETY: the kernel wrote every element.
+                    let mut loan = unsafe { loan.assume_init() };
+                    (loan.frame, loan.worker) = (frame, worker);
+                    server.send_loaned_response(id, loan).map_err(err)?;
+                }
             }
         }
     }
@@ -299,12 +307,20 @@ impl Scheduler {
                     results.iter().map(|r| take_part(r, k)).collect::<Result<Vec<_>, _>>()?
                 }
                 Ends::Service { clients } => {
-                    let calls = clients
-                        .iter()
-                        .zip(&rows)
-                        .map(|(c, r)| c.call_async(Frame { frame: k, data: r.clone() }))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(err)?;
+                    let call = |c: &Client<Step>, r: &Buffer<f32>| -> Result<_, BenchError> {
+                        if copy {
+                            return c.call_async(Frame { frame: k, data: r.clone() }).map_err(err);
+                        }
+                        // The worker's rows into a loan: the one copy, as the
+                        // topic paradigm's merge.
+                        let mut loan = c.loan_request(&[r.len_bytes()]).map_err(err)?;
+                        loan_as_f32(&mut loan)?.copy_from_slice(host(r)?);
+                        // SAFETY: every element was copied in.
+                        let mut loan = unsafe { loan.assume_init() };
+                        loan.frame = k;
+                        c.call_loaned(loan).map_err(err)
+                    };
+                    let calls = clients.iter().zip(&rows).map(|(c, r)| call(c, r)).collect::<Result<Vec<_>, _>>()?;
                     calls
                         .into_iter()
                         .map(|c| c.wait(DEADLINE).map(|s| s.into_message()))
