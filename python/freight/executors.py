@@ -130,11 +130,6 @@ class Executor:
             for timer in timers:
                 if timer.is_ready():
                     return timer, timer._call, ()
-            # A pending call whose servers all went away sends no reply to
-            # wake the wait: look at the servers at each pass.
-            for client in clients:
-                if not client.service_is_ready():
-                    return client, client._collect, ()
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             until_timer = min((t.time_until_next_call() / 1e9 for t in timers), default=None)
             wait_for = min(x for x in (left, until_timer, self._max_wait()) if x is not None)
@@ -152,6 +147,12 @@ class Executor:
                     work = self._work_of(entities[i], kinds[i])
                     if work is not None:
                         return work
+            # A pending call whose servers all went away sends no reply to
+            # wake the wait: look at the servers when a wait brought nothing
+            # (a look scans the host's processes; not one per message).
+            for client in clients:
+                if not client.service_is_ready():
+                    return client, client._collect, ()
             if any(t.is_ready() for t in timers):
                 continue
             if (deadline is not None and time.monotonic() >= deadline) or not self._ok():

@@ -21,8 +21,10 @@ from freight._native import ServiceClient as _NativeClient
 from freight._native import ServiceServer as _NativeServer
 from freight.errors import ServerGoneError
 
-# How often ``call`` and ``wait_for_service`` look again.
+# How often ``wait_for_service`` looks again.
 _POLL = 0.005
+# How long ``call`` waits for a reply before it looks at the servers.
+_SLICE = 0.05
 
 
 class Future:
@@ -172,13 +174,13 @@ class Client:
         future = self.call_async(request)
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
         while not future.done():
-            self._collect()
-            if future.done():
-                break
-            if deadline is not None and time.monotonic() >= deadline:
+            left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+            if left <= 0:
                 future.cancel()
                 return None
-            future._wait(_POLL)
+            # Waits for a reply in Rust (GIL released); an executor in another
+            # thread may complete the future meanwhile.
+            self._collect(wait=left)
         return future.result()
 
     def remove_pending_request(self, future):
@@ -189,14 +191,17 @@ class Client:
         with self._lock:
             return bool(self._pending)
 
-    def _collect(self):
-        """Completes the futures whose replies came, and fails the pending
-        ones when every server went away."""
-        replies = self._native.take_responses()
+    def _collect(self, wait=0.0):
+        """Completes the futures whose replies came (after waiting up to
+        ``wait`` seconds for one), and fails the pending ones when none came
+        and every server went away."""
+        replies = self._native.take_responses(wait)
         with self._lock:
             done = [(self._pending.pop(seq, None), response) for seq, response in replies]
             gone = []
-            if self._pending and self._native.server_count() == 0:
+            # Looking at the servers scans the host's processes: only when
+            # nothing came.
+            if self._pending and not replies and self._native.server_count() == 0:
                 # A reply that came just before its server went away is taken first.
                 replies = self._native.take_responses()
                 done += [(self._pending.pop(seq, None), response) for seq, response in replies]

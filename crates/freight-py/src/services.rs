@@ -19,7 +19,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::errors::{error, from_create, from_publish, from_take, type_name, Kind};
+use crate::errors::{error, from_create, from_publish, from_take, from_wait, type_name, Kind};
 use crate::fields::{Buffers, PyMessage};
 use crate::messages;
 
@@ -129,7 +129,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A service client of any service type.
 pub(crate) trait AnyClient: Send + Sync {
     fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64>;
-    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>>;
+    fn take_responses(&self, py: Python<'_>, timeout: StdDuration) -> PyResult<Vec<(i64, Py<PyAny>)>>;
     fn forget(&self, sequence: i64);
     fn server_count(&self) -> usize;
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
@@ -166,7 +166,16 @@ where
         Ok(sequence)
     }
 
-    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>> {
+    fn take_responses(&self, py: Python<'_>, timeout: StdDuration) -> PyResult<Vec<(i64, Py<PyAny>)>> {
+        if !timeout.is_zero() {
+            // Sleeps until a reply (any client's) comes or the time is up.
+            py.detach(|| {
+                let mut waitset = WaitSet::new();
+                waitset.add_client(&self.client);
+                waitset.wait(timeout)
+            })
+            .map_err(|e| from_wait(py, e))?;
+        }
         let replies = py.detach(|| {
             let mut pending = lock(&self.pending);
             let mut replies = Vec::new();
@@ -256,9 +265,15 @@ impl Client {
         self.inner.call_async(py, request)
     }
 
-    /// The replies that came for pending calls, as `(sequence, response)`.
-    fn take_responses(&self, py: Python<'_>) -> PyResult<Vec<(i64, Py<PyAny>)>> {
-        self.inner.take_responses(py)
+    /// The replies that came for pending calls, as `(sequence, response)`,
+    /// after waiting up to `timeout_sec` for a reply to come (0: no wait).
+    /// The wait releases the GIL.
+    #[pyo3(signature = (timeout_sec=0.0))]
+    fn take_responses(&self, py: Python<'_>, timeout_sec: f64) -> PyResult<Vec<(i64, Py<PyAny>)>> {
+        let timeout = StdDuration::try_from_secs_f64(timeout_sec.max(0.0)).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!("timeout_sec={timeout_sec} is not a number of seconds"))
+        })?;
+        self.inner.take_responses(py, timeout)
     }
 
     /// Forgets the call `sequence`: its reply, if it comes, is dropped.

@@ -129,6 +129,12 @@ impl<M: Message> Publisher<M> {
         self.sender.subscription_count()
     }
 
+    /// Subscriptions the topic lists now, without removing those of dead
+    /// processes first (see [`Publisher::subscription_count`]).
+    pub(crate) fn listed_subscription_count(&self) -> usize {
+        self.sender.listed_subscriptions()
+    }
+
     /// Lends memory for a message whose one buffer field holds `len` bytes.
     pub fn loan(&self, len: usize) -> Result<LoanUninit<M>, LoanError> {
         self.loan_buffers(&[len])

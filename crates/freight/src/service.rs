@@ -474,7 +474,10 @@ impl<S: ServiceType> Client<S> {
         publish: impl FnOnce(&ClientInner<S>, u64, i64) -> Result<(), PublishError>,
     ) -> Result<PendingCall<S>, CallError> {
         let inner = &self.inner;
-        if inner.server_count() == 0 {
+        // Servers as listed, without scanning for dead processes (that costs
+        // a directory walk per call): a call to a server that died unnoticed
+        // ends with `ServerGone` within a liveness slice.
+        if inner.requests.listed_subscription_count() + inner.requests.network_subscription_count() == 0 {
             return Err(CallError::NoServer { service: inner.name.clone() });
         }
         inner.collect(Duration::ZERO)?;
@@ -544,13 +547,22 @@ impl<S: ServiceType> PendingCall<S> {
             if left.is_zero() {
                 return Err(CallError::Timeout { service: self.client.name.clone(), timeout });
             }
+            self.client.collect(left.min(LIVENESS_SLICE))?;
+            if self.is_filed() {
+                continue;
+            }
+            // A slice without the reply: are the servers still there?
             if self.client.server_count() == 0 {
                 // A reply may have come just before its server went away.
                 self.client.collect(Duration::ZERO)?;
                 return self.take_filed().ok_or_else(|| CallError::ServerGone { service: self.client.name.clone() });
             }
-            self.client.collect(left.min(LIVENESS_SLICE))?;
         }
+    }
+
+    /// Whether the reply is filed.
+    fn is_filed(&self) -> bool {
+        lock(&self.client.calls).get(&self.sequence).is_some_and(Option::is_some)
     }
 
     fn take_filed(&mut self) -> Option<Sample<S::Response>> {

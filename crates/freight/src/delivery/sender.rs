@@ -197,6 +197,14 @@ impl Sender {
     /// process died (and reclaiming the samples they held).
     pub(crate) fn subscription_count(&self) -> usize {
         self.node.inner.iox.try_cleanup_dead_nodes();
+        self.listed_subscriptions()
+    }
+
+    /// Subscriptions the topic lists now, those of processes that died and
+    /// were not cleaned up yet included: a look at shared memory, where
+    /// [`subscription_count`](Self::subscription_count) scans the host's
+    /// nodes first.
+    pub(crate) fn listed_subscriptions(&self) -> usize {
         self.services.data.dynamic_config().number_of_subscribers()
     }
 
