@@ -72,9 +72,6 @@ class Future:
                 return
         callback(self)
 
-    def _wait(self, timeout_sec):
-        return self._done.wait(timeout_sec)
-
     def _finish(self, result=None, exception=None, cancelled=False):
         with self._lock:
             if self._done.is_set():
