@@ -88,7 +88,8 @@ COMMANDS IN DETAIL
       shared memory (shm). Mean and SD of the run time over --runs runs, against the same
       kernels as one native program measured in the same row, the overhead, and the paper's
       overhead beside each row it has; every run's result is checked bit for bit against the
-      native program's. --json FILE writes the rows. See docs/pipeline.md.
+      native program's. --json FILE writes the rows, --plot FILE.png draws them beside the
+      paper's. See docs/pipeline.md.
 
   freight demo
       The headline comparison: one 3840x2160 BGRA camera frame (33,177,600 bytes) from a
@@ -271,7 +272,8 @@ warm-up of each, and reports mean and SD and overhead = (mean - native) / native
 run's final matrix must equal the native one bit for bit. GPU workers run their kernel on a
 CPU thread (\"gpu-stand-in\"): no CUDA worker is built yet. The paper's overhead (Jetson TX2,
 CUDA-SC, Tables 2 and 3) is shown beside each row it has. --runs 30 is the paper's
-protocol. The table goes to stdout, progress to stderr; --json FILE writes every row.";
+protocol. The table goes to stdout, progress to stderr; --json FILE writes every row;
+--plot FILE.png draws each row's run time over the native program's beside the paper's.";
 
 const SOAK_ABOUT: &str = "\
 A chaos soak of freight (needs root).

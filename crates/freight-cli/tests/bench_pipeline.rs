@@ -16,8 +16,11 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
     let dir = PrivateDir::new("freight-cli-pipeline");
     let json = dir.path().join("rows.json");
     let json_arg = json.to_str().expect("a UTF-8 temporary path");
+    let plot = dir.path().join("rows.png");
+    let plot_arg = plot.to_str().expect("a UTF-8 temporary path");
     // Rows that do not divide by the workers: the split leaves no gap.
-    let small = ["--runs", "1", "--frames", "3", "--rows", "13", "--cols", "17", "--json", json_arg];
+    let small =
+        ["--runs", "1", "--frames", "3", "--rows", "13", "--cols", "17", "--json", json_arg, "--plot", plot_arg];
     let out = freight(&[&["bench", "pipeline"], &small[..]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "freight failed: {stderr}");
@@ -32,6 +35,8 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("gpu-stand-in"), "the GPU stand-in is named in the table: {stdout}");
     assert!(stdout.contains("+2640 %"), "the paper's numbers are beside ours: {stdout}");
+    let png = std::fs::read(&plot).expect("the plot was written");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a PNG of {} bytes", png.len());
 }
 
 #[test]

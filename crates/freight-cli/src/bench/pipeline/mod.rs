@@ -27,6 +27,7 @@
 //! beside each row it has.
 
 mod nodes;
+mod plot;
 mod work;
 
 use std::path::PathBuf;
@@ -121,6 +122,10 @@ pub struct PipelineArgs {
     /// Also write every row as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also draw each row's run time over the native program's, beside the
+    /// paper's, as a PNG.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
 }
 
 /// The hidden `freight bench pipeline-worker`: one worker process.
@@ -227,6 +232,10 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     if let Some(path) = &args.json {
         check_output_path(path, "--json")?;
     }
+    if let Some(path) = &args.plot {
+        check_output_path(path, "--plot")?;
+        super::plot::check_font()?;
+    }
     if args.runs == 0 || args.frames == 0 || args.rows == 0 || args.cols == 0 {
         return Err(BenchError::new("--runs, --frames, --rows and --cols must be at least 1", "raise them"));
     }
@@ -262,6 +271,10 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     print_stdout(&render(&rows));
     if let Some(path) = &args.json {
         write_json(path, &rows)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        plot::write_plot(path, &rows)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(rows)
