@@ -152,7 +152,7 @@ class Executor:
             # (a look scans the host's processes; not one per message).
             for client in clients:
                 if not client.service_is_ready():
-                    return client, client._collect, ()
+                    return client, client._collect, (0.0, True)
             if any(t.is_ready() for t in timers):
                 continue
             if (deadline is not None and time.monotonic() >= deadline) or not self._ok():

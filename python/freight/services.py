@@ -170,14 +170,21 @@ class Client:
         rclpy's ``call``. Needs no executor."""
         future = self.call_async(request)
         deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+        looked = time.monotonic()
         while not future.done():
-            left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+            now = time.monotonic()
+            left = _SLICE if deadline is None else min(_SLICE, deadline - now)
             if left <= 0:
                 future.cancel()
                 return None
+            # After a slice without the reply (other clients' replies may
+            # have come), look at the servers too.
+            look = now - looked >= _SLICE
+            if look:
+                looked = now
             # Waits for a reply in Rust (GIL released); an executor in another
             # thread may complete the future meanwhile.
-            self._collect(wait=left)
+            self._collect(wait=left, look=look)
         return future.result()
 
     def remove_pending_request(self, future):
@@ -188,17 +195,16 @@ class Client:
         with self._lock:
             return bool(self._pending)
 
-    def _collect(self, wait=0.0):
+    def _collect(self, wait=0.0, look=False):
         """Completes the futures whose replies came (after waiting up to
-        ``wait`` seconds for one), and fails the pending ones when none came
-        and every server went away."""
+        ``wait`` seconds for one); with ``look``, fails the pending ones when
+        none came and every server went away (looking scans the host's
+        processes: callers do it once a slice, not once a reply)."""
         replies = self._native.take_responses(wait)
         with self._lock:
             done = [(self._pending.pop(seq, None), response) for seq, response in replies]
             gone = []
-            # Looking at the servers scans the host's processes: only when
-            # nothing came.
-            if self._pending and not replies and self._native.server_count() == 0:
+            if look and self._pending and not replies and self._native.server_count() == 0:
                 # A reply that came just before its server went away is taken first.
                 replies = self._native.take_responses()
                 done += [(self._pending.pop(seq, None), response) for seq, response in replies]

@@ -190,27 +190,11 @@ impl Node {
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn topic_names_and_types(&self) -> Result<Vec<TopicInfo>, GraphError> {
-        let prefix = format!("freight/{}/", self.inner.ctx.inner.domain_id);
-        let type_key = crate::topic::type_key();
-        let mut topics = Vec::new();
-        Ipc::list(self.inner.iox.config(), |details| {
-            let s = &details.static_details;
-            if let (StaticPattern::PublishSubscribe(_), Some(topic)) =
-                (s.messaging_pattern(), s.name().as_str().strip_prefix(&prefix))
-            {
-                let type_name = s.attributes().key_value(&type_key, 0).map(|v| v.to_string()).unwrap_or_default();
-                topics.push(TopicInfo { name: format!("/{topic}"), type_name });
-            }
-            CallbackProgression::Continue
-        })
-        .map_err(ShmError::doing("listing the services"))?;
-        if let Some(d) = self.discovered()? {
-            for e in network_endpoints(&d) {
-                if let Some(name) = e.topic_name.strip_prefix("rt/") {
-                    topics.push(TopicInfo { name: format!("/{name}"), type_name: ros_type_name(&e.type_name) });
-                }
-            }
-        }
+        let mut topics: Vec<TopicInfo> = self
+            .channels()?
+            .into_iter()
+            .filter_map(|c| Some(TopicInfo { name: format!("/{}", c.name.strip_prefix("rt/")?), ..c }))
+            .collect();
         topics.sort();
         topics.dedup();
         Ok(topics)
@@ -236,28 +220,39 @@ impl Node {
             let type_name = request_type.strip_suffix("_Request")?;
             name.starts_with('/').then(|| TopicInfo { name: name.into(), type_name: type_name.into() })
         };
+        let mut services: Vec<TopicInfo> =
+            self.channels()?.iter().filter_map(|c| service_of(&c.name, &c.type_name)).collect();
+        services.sort();
+        services.dedup();
+        Ok(services)
+    }
+
+    /// Every topic of this domain, a service's request and reply topics
+    /// included, by its DDS name (`rt/camera`, `rq/enableRequest`) with its
+    /// ROS type name: this host's freight topics, then every topic DDS
+    /// discovery knows. Unsorted, with repeats.
+    fn channels(&self) -> Result<Vec<TopicInfo>, GraphError> {
         let prefix = format!("freight/{}", self.inner.ctx.inner.domain_id);
         let type_key = crate::topic::type_key();
-        let mut services = Vec::new();
+        let mut channels = Vec::new();
         Ipc::list(self.inner.iox.config(), |details| {
             let s = &details.static_details;
             if let (StaticPattern::PublishSubscribe(_), Some(topic)) =
                 (s.messaging_pattern(), s.name().as_str().strip_prefix(&prefix))
             {
                 let type_name = s.attributes().key_value(&type_key, 0).map(|v| v.to_string()).unwrap_or_default();
-                services.extend(service_of(topic, &type_name));
+                channels.push(TopicInfo { name: crate::network::dds_topic_name(topic), type_name });
             }
             CallbackProgression::Continue
         })
         .map_err(ShmError::doing("listing the services"))?;
         if let Some(d) = self.discovered()? {
-            for e in network_endpoints(&d) {
-                services.extend(service_of(&e.topic_name, &ros_type_name(&e.type_name)));
-            }
+            channels.extend(
+                network_endpoints(&d)
+                    .map(|e| TopicInfo { name: e.topic_name.clone(), type_name: ros_type_name(&e.type_name) }),
+            );
         }
-        services.sort();
-        services.dedup();
-        Ok(services)
+        Ok(channels)
     }
 
     /// Joins the DDS domain, if this context has not yet, and gives discovery

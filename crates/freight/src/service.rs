@@ -539,30 +539,31 @@ impl<S: ServiceType> PendingCall<S> {
     /// Waits up to `timeout` for the reply (see [`Client::call`] for the errors).
     pub fn wait(mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
         let deadline = Instant::now() + timeout;
+        let mut looked = Instant::now();
         loop {
             if let Some(reply) = self.take_filed() {
                 return Ok(reply);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
             if left.is_zero() {
                 return Err(CallError::Timeout { service: self.client.name.clone(), timeout });
             }
+            // A slice without the reply (other clients' replies may have
+            // come): are the servers still there? Looking scans the host's
+            // processes, so not once per reply.
+            if now.duration_since(looked) >= LIVENESS_SLICE {
+                looked = now;
+                if self.client.server_count() == 0 {
+                    // A reply may have come just before its server went away.
+                    self.client.collect(Duration::ZERO)?;
+                    return self
+                        .take_filed()
+                        .ok_or_else(|| CallError::ServerGone { service: self.client.name.clone() });
+                }
+            }
             self.client.collect(left.min(LIVENESS_SLICE))?;
-            if self.is_filed() {
-                continue;
-            }
-            // A slice without the reply: are the servers still there?
-            if self.client.server_count() == 0 {
-                // A reply may have come just before its server went away.
-                self.client.collect(Duration::ZERO)?;
-                return self.take_filed().ok_or_else(|| CallError::ServerGone { service: self.client.name.clone() });
-            }
         }
-    }
-
-    /// Whether the reply is filed.
-    fn is_filed(&self) -> bool {
-        lock(&self.client.calls).get(&self.sequence).is_some_and(Option::is_some)
     }
 
     fn take_filed(&mut self) -> Option<Sample<S::Response>> {
