@@ -228,9 +228,24 @@ def test_best_effort_frames_arrive_intact(peers, host, topic, direction):
     sub = peers.start(host, sub_stack, "sub", "image", topic, "--reliability", "best_effort")
     pub = peers.start(host, pub_stack, "pub", "image", topic, "--reliability", "best_effort")
     both_matched(pub, sub)
-    send_images(pub, [(k, 640, 480) for k in range(10)], rate=10.0)
-    # Best effort may lose frames; whatever arrives is whole and right.
-    got = received(sub, 1)
+    # Best effort may lose frames; whatever arrives is whole and right. A
+    # 1.2 MB frame is 19 datagrams sent at once, and a stock reader's socket
+    # buffer (the kernel's default, ~208 kB) holds three, and Cyclone sends a
+    # best-effort sample whole, unpaced: when the reader's thread is late (CI,
+    # loaded) every frame of a round can be lost (0 of 10 once). So frames go
+    # on in rounds of ten until one arrives, as a camera's would.
+    deadline = time.monotonic() + ARRIVE
+    got = {}
+    k = 0
+    while not got:
+        assert time.monotonic() < deadline, f"no best-effort frame arrived in {ARRIVE} s{sub.transcript()}"
+        send_images(pub, [(k + j, 640, 480) for j in range(10)], rate=10.0)
+        k += 10
+        try:
+            got = received(sub, 1, timeout=1.0)
+        except AssertionError as e:
+            if "no 'GOT' line" not in str(e):
+                raise
     assert all(v == (640, 480, 640 * 480 * 4) for v in got.values())
 
 
