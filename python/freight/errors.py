@@ -37,7 +37,8 @@ class TooManyHeldError(LimitError):
 
 
 class QueueFullError(FreightError):
-    """Reliable subscriptions kept a full queue past ``max_blocking_time``.
+    """Reliable keep-all subscriptions of a reliable keep-all publisher kept a
+    full queue past ``max_blocking_time``.
 
     Every other subscription received the message.
     """

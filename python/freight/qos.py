@@ -6,10 +6,13 @@ A profile is given wherever rclpy takes one; an ``int`` is a keep-last depth::
     node.create_subscription(Image, "image", on_image, qos_profile_sensor_data)
     node.create_publisher(Image, "map", QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
-On freight's shared memory: a best-effort subscription with a full queue misses
-a message; for a reliable one the publisher waits up to ``max_blocking_time``
-seconds, then raises :class:`freight.QueueFullError` (every other subscription
-still got the message). Over DDS the policies mean what they mean in ROS 2.
+A full queue never slows a publisher unless both ends asked for it: only a
+reliable keep-all publisher waits, up to ``max_blocking_time`` seconds, for room
+in a reliable keep-all subscription's queue, then raises
+:class:`freight.QueueFullError` (every other subscription still got the
+message). With keep-last history (rclpy's default) or best effort, a slow or
+stopped subscriber misses messages and nobody else waits for it, as with Fast
+DDS. Over DDS the policies mean what they mean in ROS 2.
 Deadline, lifespan and liveliness are not supported and are refused.
 """
 

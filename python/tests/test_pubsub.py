@@ -307,18 +307,31 @@ def test_a_full_best_effort_queue_drops_messages_without_blocking(node, topic):
     assert got == sorted(got)
 
 
-def test_a_full_reliable_queue_raises_queue_full_after_max_blocking_time(node, topic):
-    pub = node.create_publisher(Header, topic, QoSProfile(depth=2, max_blocking_time=0.05))
+def test_a_full_keep_last_queue_keeps_the_newest_and_never_blocks_a_reliable_publisher(node, topic):
+    # rclpy's default profile on both sides, as with Fast DDS.
+    pub = node.create_publisher(Header, topic, QoSProfile(depth=2))
     sub = node.create_subscription(Header, topic, None, QoSProfile(depth=2))
-    pub.publish(Header(frame_id="0"))
-    pub.publish(Header(frame_id="1"))
+    started = time.monotonic()
+    for i in range(20):
+        pub.publish(Header(frame_id=str(i)))  # never raises
+    assert time.monotonic() - started < RETURNS_WITHIN
+    assert [take(sub).frame_id for _ in range(2)] == ["18", "19"]
+
+
+def test_a_full_keep_all_queue_raises_queue_full_after_max_blocking_time(node, topic):
+    keep_all = QoSProfile(history=HistoryPolicy.KEEP_ALL, max_blocking_time=0.05)
+    pub = node.create_publisher(Header, topic, keep_all)
+    sub = node.create_subscription(Header, topic, None, keep_all)
+    depth = 16  # what KEEP_ALL means: the context's longest queue (Rust's Limits::max_depth)
+    for i in range(depth):
+        pub.publish(Header(frame_id=str(i)))
     started = time.monotonic()
     with pytest.raises(freight.QueueFullError, match="full queue"):
-        pub.publish(Header(frame_id="2"))
+        pub.publish(Header(frame_id="late"))
     assert time.monotonic() - started < RETURNS_WITHIN
-    assert [take(sub).frame_id for _ in range(2)] == ["0", "1"]
-    pub.publish(Header(frame_id="3"))  # room again
-    assert take(sub).frame_id == "3"
+    assert [take(sub).frame_id for _ in range(depth)] == [str(i) for i in range(depth)]
+    pub.publish(Header(frame_id="again"))  # room again
+    assert take(sub).frame_id == "again"
 
 
 def test_a_received_message_can_be_published_again(node, topic):

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use freight::graph::{Endpoint, EndpointKind, Pairing, TopicGraph};
-use freight::{Context, Message, MessageInfo, Node, QoS, TakeError, Transport};
+use freight::{Context, Message, MessageInfo, Node, QoS, Transport};
 use freight_msg::yaml::{self, YamlOptions};
 use freight_msg::RawBuffer;
 
@@ -328,7 +328,6 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &M
         let wait = deadline.map_or(Duration::from_millis(200), |d| (d - now).min(Duration::from_millis(200)));
         let sample = match sub.take(wait) {
             Ok(s) => s,
-            Err(TakeError::Interrupted) => break,
             // A malformed message is reported and skipped, as any subscriber would.
             Err(e) => {
                 eprintln!("warning: {e}");

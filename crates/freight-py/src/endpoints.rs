@@ -809,14 +809,14 @@ impl<M: PyMessage> AnySubscription for RustSubscription<M> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let sample = loop {
             // Importing device memory may map it: no GIL for that.
-            if let Some(s) = py.detach(|| self.try_take()).map_err(|e| from_take(py, e))? {
+            if let Some(s) = py.detach(|| self.try_take()).map_err(from_take)? {
                 break s;
             }
             let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));
             if left.is_zero() {
                 return Ok(None);
             }
-            let got = py.detach(|| self.take(left.min(SIGNAL_CHECK))).map_err(|e| from_take(py, e))?;
+            let got = py.detach(|| self.take(left.min(SIGNAL_CHECK))).map_err(from_take)?;
             if let Some(s) = got {
                 break s;
             }
@@ -930,7 +930,7 @@ pub(crate) fn wait(py: Python<'_>, entities: Vec<Bound<'_, PyAny>>, timeout_sec:
                 clients.iter().for_each(|c| c.add_to(&mut waitset));
                 waitset.wait(left.min(SIGNAL_CHECK))
             })
-            .map_err(|e| from_wait(py, e))?;
+            .map_err(from_wait)?;
         if let WaitOutcome::Ready(ready) = outcome {
             let offset = [0, subs.len(), subs.len() + servers.len()];
             let position = |&(kind, i): &(usize, usize)| offset[kind] + i;

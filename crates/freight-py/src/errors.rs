@@ -123,15 +123,9 @@ pub(crate) fn from_publish(e: PublishError) -> PyErr {
     error(kind, e.to_string())
 }
 
-/// A take error, or the pending Python signal (Ctrl-C) that interrupted it.
-pub(crate) fn from_take(py: Python<'_>, e: TakeError) -> PyErr {
+/// A take error as a Python exception.
+pub(crate) fn from_take(e: TakeError) -> PyErr {
     let kind = match &e {
-        TakeError::Interrupted => {
-            if let Err(signal) = py.check_signals() {
-                return signal;
-            }
-            Kind::Context
-        }
         TakeError::WrongType { .. } => Kind::TypeMismatch,
         TakeError::Malformed(_) | TakeError::MalformedCdr(_) => Kind::Malformed,
         TakeError::Unusable { .. } | TakeError::Import { .. } => Kind::Backend,
@@ -150,9 +144,9 @@ pub(crate) fn from_take(py: Python<'_>, e: TakeError) -> PyErr {
     error(kind, e.to_string())
 }
 
-pub(crate) fn from_wait(py: Python<'_>, e: WaitError) -> PyErr {
+pub(crate) fn from_wait(e: WaitError) -> PyErr {
     match e {
-        WaitError::Take(e) => from_take(py, e),
+        WaitError::Take(e) => from_take(e),
         other => error(Kind::SharedMemory, other.to_string()),
     }
 }

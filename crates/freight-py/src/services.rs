@@ -101,7 +101,7 @@ where
     S::Response: PyMessage,
 {
     fn take_request(&self, py: Python<'_>) -> PyResult<Option<PyRequest>> {
-        let taken = py.detach(|| ServiceServer::take_request(self, StdDuration::ZERO)).map_err(|e| from_take(py, e))?;
+        let taken = py.detach(|| ServiceServer::take_request(self, StdDuration::ZERO)).map_err(from_take)?;
         taken.map(|(request, id)| Ok((to_python(py, request.into_message())?, (id.client, id.sequence)))).transpose()
     }
 
@@ -142,10 +142,10 @@ struct TypedClient<S: ServiceType> {
     pending: Mutex<HashMap<i64, PendingCall<S>>>,
 }
 
-fn from_call(py: Python<'_>, e: CallError) -> PyErr {
+fn from_call(e: CallError) -> PyErr {
     match e {
         CallError::Request(e) => from_publish(e),
-        CallError::Reply(e) => from_take(py, e),
+        CallError::Reply(e) => from_take(e),
         e @ CallError::NoServer { .. } => error(Kind::NoServer, e.to_string()),
         e @ CallError::ServerGone { .. } => error(Kind::ServerGone, e.to_string()),
         e => error(Kind::Context, e.to_string()),
@@ -160,7 +160,7 @@ where
 {
     fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
         let request = to_rust::<S::Request>(py, request, "request")?;
-        let call = py.detach(|| self.client.call_async(request)).map_err(|e| from_call(py, e))?;
+        let call = py.detach(|| self.client.call_async(request)).map_err(from_call)?;
         let sequence = call.sequence();
         lock(&self.pending).insert(sequence, call);
         Ok(sequence)
@@ -174,7 +174,7 @@ where
                 waitset.add_client(&self.client);
                 waitset.wait(timeout)
             })
-            .map_err(|e| from_wait(py, e))?;
+            .map_err(from_wait)?;
         }
         let replies = py.detach(|| {
             let mut pending = lock(&self.pending);
@@ -190,7 +190,7 @@ where
             Ok(replies)
         });
         replies
-            .map_err(|e| from_call(py, e))?
+            .map_err(from_call)?
             .into_iter()
             .map(|(sequence, reply)| Ok((sequence, to_python(py, reply.into_message())?)))
             .collect()

@@ -18,7 +18,7 @@ use std::fmt;
 
 use freight_msg::{BackendKind, BackendSet};
 
-use crate::qos::{Durability, Reliability};
+use crate::qos::{Durability, History, QoS, Reliability};
 
 /// How a subscription waits for data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -154,6 +154,11 @@ pub struct SubscriberAd {
     pub reliability: Reliability,
     /// Durability.
     pub durability: Durability,
+    /// Whether its history is keep-all: only then, when it is reliable, does a
+    /// reliable keep-all publisher wait for room in its full queue
+    /// ([`SubscriberAd::is_waited_for_by`]); a keep-last queue keeps what it
+    /// has and misses what does not fit.
+    pub keep_all: bool,
     /// Backends it accepts.
     pub accepts: BackendSet,
     /// How it waits.
@@ -167,9 +172,11 @@ pub struct SubscriberAd {
     pub pid_ns: Option<u32>,
 }
 
-/// Subscriber port names: `fs2`, or `fs1` of freight before the pid namespace
-/// was advertised (read, never written).
-const PREFIX: &str = "fs2";
+/// Subscriber port names: `fs3`; `fs2` of freight before the history was
+/// advertised and `fs1` before the pid namespace was are read, never written
+/// (as keep-last).
+const PREFIX: &str = "fs3";
+const PREFIX_V2: &str = "fs2";
 const PREFIX_V1: &str = "fs1";
 const PUBLISHER_PREFIX: &str = "fp1";
 
@@ -257,17 +264,32 @@ fn parse_durability(s: &str) -> Option<Durability> {
 }
 
 impl SubscriberAd {
-    /// The port name (at most 64 bytes): `fs2;<pid>;<flags>;<pid ns>` and the
+    /// Whether `publisher` waits (up to its `max_blocking_time`) for room when
+    /// this subscription's queue is full: only when both are reliable and keep
+    /// all, as a DDS writer blocks only on a keep-all history that reliable
+    /// readers have not acknowledged. Otherwise a full queue never slows the
+    /// publisher: an in-process one lets its oldest message go, a
+    /// shared-memory one misses the new message (docs/architecture.md, "QoS on
+    /// the local plane").
+    pub fn is_waited_for_by(&self, publisher: &QoS) -> bool {
+        publisher.reliability == Reliability::Reliable
+            && publisher.history == History::KeepAll
+            && self.reliability == Reliability::Reliable
+            && self.keep_all
+    }
+
+    /// The port name (at most 64 bytes): `fs3;<pid>;<flags>;<pid ns>` and the
     /// device fields, the pid and the namespace in hex, the flags one
-    /// character each (reliability, durability, wait) and the accepted
-    /// backends' bits in two hex digits.
+    /// character each (reliability, durability, wait, history) and the
+    /// accepted backends' bits in two hex digits.
     pub fn encode(&self) -> String {
         let mut s = format!(
-            "{PREFIX};{:x};{}{}{}{:02x};{}",
+            "{PREFIX};{:x};{}{}{}{}{:02x};{}",
             self.pid,
             reliability_code(self.reliability),
             durability_code(self.durability),
             if self.wait == WaitMode::Block { 'b' } else { 's' },
+            if self.keep_all { 'a' } else { 'l' },
             self.accepts.bits(),
             self.pid_ns.map_or_else(String::new, |ns| format!("{ns:x}")),
         );
@@ -278,23 +300,34 @@ impl SubscriberAd {
     /// Parses a port name; `None` for ports that are not freight subscribers.
     pub fn decode(s: &str) -> Option<Self> {
         let mut it = s.split(';');
-        match it.next()? {
-            PREFIX => {}
+        let with_history = match it.next()? {
+            PREFIX => true,
+            PREFIX_V2 => false,
             PREFIX_V1 => return Self::decode_v1(it),
             _ => return None,
-        }
+        };
         let pid = u32::from_str_radix(it.next()?, 16).ok()?;
         let flags = it.next()?;
         let reliability = parse_reliability(flags.get(0..1)?)?;
         let durability = parse_durability(flags.get(1..2)?)?;
         let wait = parse_wait(flags.get(2..3)?)?;
-        let accepts = BackendSet::from_bits(u8::from_str_radix(flags.get(3..)?, 16).ok()?);
+        let (keep_all, bits) = if with_history {
+            let keep_all = match flags.get(3..4)? {
+                "a" => true,
+                "l" => false,
+                _ => return None,
+            };
+            (keep_all, flags.get(4..)?)
+        } else {
+            (false, flags.get(3..)?)
+        };
+        let accepts = BackendSet::from_bits(u8::from_str_radix(bits, 16).ok()?);
         let pid_ns = match it.next()? {
             "" => None,
             hex => Some(u32::from_str_radix(hex, 16).ok()?),
         };
         let devices = Devices::decode(it)?;
-        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices, pid_ns })
+        Some(SubscriberAd { pid, reliability, durability, keep_all, accepts, wait, devices, pid_ns })
     }
 
     fn decode_v1<'a>(mut it: impl Iterator<Item = &'a str>) -> Option<Self> {
@@ -304,7 +337,7 @@ impl SubscriberAd {
         let accepts = BackendSet::from_bits(u8::from_str_radix(it.next()?, 16).ok()?);
         let wait = parse_wait(it.next()?)?;
         let devices = Devices::decode(it)?;
-        Some(SubscriberAd { pid, reliability, durability, accepts, wait, devices, pid_ns: None })
+        Some(SubscriberAd { pid, reliability, durability, keep_all: false, accepts, wait, devices, pid_ns: None })
     }
 }
 
@@ -328,19 +361,33 @@ mod tests {
             pid: u32::MAX,
             reliability: Reliability::BestEffort,
             durability: Durability::TransientLocal,
+            keep_all: false,
             accepts: BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice]),
             wait: WaitMode::Spin,
             devices: Devices::default(),
             pid_ns: Some(4026531836),
         };
         let s = ad.encode();
-        assert_eq!(s, "fs2;ffffffff;bts07;effffffc");
+        assert_eq!(s, "fs3;ffffffff;btsl07;effffffc");
         assert_eq!(SubscriberAd::decode(&s), Some(ad));
         let unknown_ns = SubscriberAd { pid_ns: None, ..ad };
         assert_eq!(SubscriberAd::decode(&unknown_ns.encode()), Some(unknown_ns));
         assert_eq!(SubscriberAd::decode("other;1;r;v;01;b"), None);
         assert_eq!(SubscriberAd::decode("fs1;x;r;v;01;b"), None);
-        for bad in ["fs2;1;rv", "fs2;1;rvb01", "fs2;1;xvb01;", "fs2;1;rvb01;zz", "fs2;z;rvb01;", "fs2;1;rvbé1;"] {
+        let all = SubscriberAd { keep_all: true, ..ad };
+        assert_eq!(SubscriberAd::decode(&all.encode()), Some(all));
+        // fs2, before the history was advertised: keep-last.
+        assert_eq!(SubscriberAd::decode("fs2;ffffffff;bts07;effffffc"), Some(ad));
+        for bad in [
+            "fs2;1;rv",
+            "fs2;1;rvb01",
+            "fs2;1;xvb01;",
+            "fs2;1;rvb01;zz",
+            "fs2;z;rvb01;",
+            "fs2;1;rvbé1;",
+            "fs3;1;rvb01;",
+            "fs3;1;rvbx01;",
+        ] {
             assert_eq!(SubscriberAd::decode(bad), None, "{bad}");
         }
         let p = PublisherAd {
@@ -356,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn only_a_reliable_keep_all_publisher_waits_and_only_for_a_reliable_keep_all_subscription() {
+        let sub = |reliability, keep_all| SubscriberAd {
+            pid: 1,
+            reliability,
+            durability: Durability::Volatile,
+            keep_all,
+            accepts: BackendSet::of(&[BackendKind::Shm]),
+            wait: WaitMode::Block,
+            devices: Devices::default(),
+            pid_ns: None,
+        };
+        let all = QoS::keep_all();
+        assert!(sub(Reliability::Reliable, true).is_waited_for_by(&all));
+        assert!(!sub(Reliability::Reliable, false).is_waited_for_by(&all), "a keep-last queue never waits");
+        assert!(!sub(Reliability::BestEffort, true).is_waited_for_by(&all));
+        assert!(!sub(Reliability::Reliable, true).is_waited_for_by(&all.best_effort()));
+        assert!(!sub(Reliability::Reliable, true).is_waited_for_by(&QoS::default_profile()), "rclpy's default");
+    }
+
+    #[test]
     fn ads_with_device_tags_round_trip_within_64_bytes() {
         let every = BackendSet::of(&BackendKind::ALL);
         let devices = Devices { cuda: Some(TAG), fake_device: Some(DeviceTag([0; 8])) };
@@ -363,13 +430,14 @@ mod tests {
             pid: u32::MAX,
             reliability: Reliability::Reliable,
             durability: Durability::TransientLocal,
+            keep_all: true,
             accepts: every,
             wait: WaitMode::Block,
             devices,
             pid_ns: Some(u32::MAX),
         };
         let s = ad.encode();
-        assert_eq!(s, "fs2;ffffffff;rtb1f;ffffffff;cffeeddccbbaa9988;f0000000000000000");
+        assert_eq!(s, "fs3;ffffffff;rtba1f;ffffffff;cffeeddccbbaa9988;f0000000000000000");
         assert!(s.len() <= 64, "{} bytes: {s}", s.len());
         assert_eq!(SubscriberAd::decode(&s), Some(ad));
         for one in [Devices { fake_device: None, ..devices }, Devices { cuda: None, ..devices }] {

@@ -232,10 +232,11 @@ pub enum LoanError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PublishError {
-    /// Reliable subscriptions kept their queues full for longer than
-    /// `max_blocking_time`. Every other subscription received the message.
+    /// Reliable keep-all subscriptions of a reliable keep-all publisher kept
+    /// their queues full for longer than `max_blocking_time`. Every other
+    /// subscription received the message. Keep-last history never gives it.
     #[error(
-        "{subscribers} reliable subscription(s) kept a full queue past max_blocking_time, or before they connected; they missed this message"
+        "{subscribers} reliable keep-all subscription(s) kept a full queue past max_blocking_time, or before they connected; they missed this message"
     )]
     QueueFull {
         /// How many missed it.
@@ -317,9 +318,6 @@ pub enum TakeError {
         /// The backend's error.
         source: ImportError,
     },
-    /// A signal (Ctrl-C) interrupted the wait.
-    #[error("interrupted by a signal")]
-    Interrupted,
     /// The subscription holds as many samples as it may; drop some first.
     #[error("the subscription holds {0} samples, its limit; drop received samples before taking more")]
     TooManyHeld(usize),

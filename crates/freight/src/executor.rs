@@ -64,7 +64,10 @@ impl<S: ServiceType> Entry for Service<S> {
 pub struct StopHandle(Arc<AtomicBool>);
 
 impl StopHandle {
-    /// Makes `spin` return after the callbacks in progress.
+    /// Makes `spin` return after the callbacks in progress (within 100 ms
+    /// when it is waiting). Only an atomic store: a signal handler may call
+    /// it, which is how Ctrl-C ends a spin where the application handles
+    /// SIGINT — a signal alone never does.
     pub fn stop(&self) {
         self.0.store(true, Ordering::Release);
     }
@@ -139,12 +142,8 @@ impl Executor {
     }
 
     /// Waits up to `timeout` for messages and runs their callbacks. Returns how
-    /// many callbacks ran (0 on timeout or interruption).
+    /// many callbacks ran (0 on timeout).
     pub fn spin_once(&mut self, timeout: Duration) -> Result<usize, WaitError> {
-        Ok(self.spin_once_inner(timeout)?.0)
-    }
-
-    fn spin_once_inner(&mut self, timeout: Duration) -> Result<(usize, bool), WaitError> {
         let outcome = {
             let inners: Vec<&Receiver> = self.entries.iter().map(|e| e.inner()).collect();
             wait_any(&inners, timeout)?
@@ -158,16 +157,17 @@ impl Executor {
                         Err(e) => (self.on_error)(&e),
                     }
                 }
-                Ok((ran, false))
+                Ok(ran)
             }
-            WaitOutcome::Timeout => Ok((0, false)),
-            WaitOutcome::Interrupted => Ok((0, true)),
+            WaitOutcome::Timeout => Ok(0),
         }
     }
 
-    /// Runs callbacks until [`StopHandle::stop`], or until a signal interrupts
-    /// the wait (one the application handles: freight installs no handlers, so
-    /// by default Ctrl-C ends the process as usual).
+    /// Runs callbacks until [`StopHandle::stop`]. Signals do not end it: a
+    /// process stopped and continued (Ctrl-Z and `fg`, a debugger, a frozen
+    /// container) goes on spinning. freight installs no signal handlers, so
+    /// by default Ctrl-C ends the process as usual; an application that
+    /// handles SIGINT calls [`StopHandle::stop`] from its handler.
     /// A stop requested before `spin` starts makes it return at once; the
     /// request is consumed, so the executor can spin again afterwards.
     pub fn spin(&mut self) -> Result<(), WaitError> {
@@ -175,10 +175,8 @@ impl Executor {
             if self.stop.load(Ordering::Acquire) {
                 break Ok(());
             }
-            match self.spin_once_inner(Duration::from_millis(100)) {
-                Ok((_, true)) => break Ok(()),
-                Ok(_) => {}
-                Err(e) => break Err(e),
+            if let Err(e) = self.spin_once(Duration::from_millis(100)) {
+                break Err(e);
             }
         };
         self.stop.store(false, Ordering::Release);

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use freight_msg::message::{write_inline, InlineBuffers};
 use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 
-use crate::delivery::{serialize, Exported, FrameMut, Lent, MessageType, Sender};
+use crate::delivery::{serialize, Exported, FrameMut, FullQueues, Lent, MessageType, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry};
 use crate::loan::{Loan, LoanUninit};
@@ -103,7 +103,19 @@ impl Node {
 
 impl<M: Message> Publisher<M> {
     pub(crate) fn create(node: &Node, topic: &str, qos: QoS, options: PublisherOptions) -> Result<Self, CreateError> {
-        let sender = Sender::open(node, topic, qos, options.backend, options.meta_reserve, &MessageType::of::<M>())?;
+        Self::create_with(node, topic, qos, options, FullQueues::ByQos)
+    }
+
+    /// As [`Publisher::create`], with what a publish does with a full queue.
+    pub(crate) fn create_with(
+        node: &Node,
+        topic: &str,
+        qos: QoS,
+        options: PublisherOptions,
+        full_queues: FullQueues,
+    ) -> Result<Self, CreateError> {
+        let ty = MessageType::of::<M>();
+        let sender = Sender::open(node, topic, qos, options.backend, options.meta_reserve, &ty, full_queues)?;
         Ok(Publisher { sender, _type: PhantomData })
     }
 

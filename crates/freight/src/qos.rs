@@ -5,12 +5,21 @@
 //! * **History** `KeepLast(n)` gives a subscription a queue of `n` messages;
 //!   `KeepAll` gives it the largest queue the context allows
 //!   ([`Limits::max_depth`](crate::Limits::max_depth)): "all, within resource limits".
-//! * **Reliability**: when a subscription's queue is full, a message for a
-//!   *best-effort* subscription is not delivered to it (the publisher never
-//!   waits for it); for a *reliable* subscription the publisher waits up to
-//!   [`QoS::max_blocking_time`] for space and then returns
-//!   [`PublishError::QueueFull`](crate::PublishError::QueueFull). The message was
-//!   still delivered to every other subscription.
+//! * **A full queue** never slows a publisher unless both ends asked for it:
+//!   only a *reliable keep-all* publisher waits, up to
+//!   [`QoS::max_blocking_time`], for room in a *reliable keep-all*
+//!   subscription's queue, and then returns
+//!   [`PublishError::QueueFull`](crate::PublishError::QueueFull) (the message
+//!   still reached every other subscription) — as a DDS writer blocks only on
+//!   a keep-all history its reliable readers have not acknowledged. Every
+//!   other full queue (keep last, rclpy's and rclcpp's default, or best
+//!   effort) misses a message and the publisher goes on, so a slow, stopped
+//!   or dead subscriber slows neither it nor the other subscribers: in the
+//!   process the queue lets its oldest message go and keeps the newest `n`,
+//!   as Fast DDS does; in shared memory it keeps the `n` it has and misses
+//!   the new one (iceoryx2 0.10 can push out the oldest only for every
+//!   subscriber of a topic at once, which keep-all ones and device holds
+//!   rule out).
 //! * **Durability** `TransientLocal`: a subscription that joins late receives
 //!   the last `depth` messages of each publisher that is still alive; `depth`
 //!   may be at most [`Limits::max_history`](crate::Limits::max_history).
@@ -29,7 +38,8 @@ use crate::limits::Limits;
 /// Whether delivery is retried when a subscription's queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reliability {
-    /// Wait (bounded) for room in the subscriber's queue.
+    /// Nothing is lost on the way; with keep-all history on both ends, the
+    /// publisher waits (bounded) for room in the subscriber's queue.
     Reliable,
     /// Never wait; a subscriber with a full queue misses the message.
     BestEffort,
@@ -143,7 +153,8 @@ pub struct QoS {
     pub durability: Durability,
     /// History.
     pub history: History,
-    /// How long a reliable publisher waits for room in a full queue.
+    /// How long a reliable keep-all publisher waits for room in a reliable
+    /// keep-all subscription's full queue.
     pub max_blocking_time: Duration,
     /// A large stream over a lossy link: the network plane applies the tuned DDS settings
     /// ([`QoS::large_data_lossy`]). `None`: the DDS configuration as given.

@@ -23,6 +23,7 @@ use freight_msg::{
     ServiceType, YamlField, YamlWriter,
 };
 
+use crate::delivery::FullQueues;
 use crate::error::{CallError, CreateError, LoanError, PublishError, ServeError, TakeError};
 use crate::loan::{Loan, LoanUninit};
 use crate::node::Node;
@@ -177,7 +178,7 @@ impl<S: ServiceType> ServiceServer<S> {
         mut response: Loan<Envelope<S::Response>>,
     ) -> Result<(), PublishError> {
         (response.client, response.sequence) = (id.client, id.sequence);
-        skip_full_queues(self.replies.publish(response))
+        self.replies.publish(response)
     }
 
     /// Sends `response` to the call `id`. A client that gave up on the call
@@ -186,24 +187,11 @@ impl<S: ServiceType> ServiceServer<S> {
     /// Every client of the service receives every reply and keeps its own, so
     /// a reply never waits for room in a client's queue: an idle client's
     /// queue fills with others' replies, and waiting for it would stall the
-    /// service. A full queue skips the reply, as a DDS reader's keep-last
-    /// history drops the oldest; the caller's own queue is emptied when it
-    /// calls (see [`Client::call_async`]).
+    /// service. A full queue misses the reply and keeps what it holds (a
+    /// waiting client's own replies); the caller's own queue is emptied when
+    /// it calls (see [`Client::call_async`]).
     pub fn send_response(&self, id: RequestId, response: S::Response) -> Result<(), PublishError> {
-        skip_full_queues(self.replies.publish_copy(&Envelope {
-            client: id.client,
-            sequence: id.sequence,
-            body: response,
-        }))
-    }
-}
-
-/// A reply skipped for a full client queue was not this call's to wait for
-/// (see [`ServiceServer::send_response`]).
-fn skip_full_queues(sent: Result<(), PublishError>) -> Result<(), PublishError> {
-    match sent {
-        Err(PublishError::QueueFull { .. }) => Ok(()),
-        sent => sent,
+        self.replies.publish_copy(&Envelope { client: id.client, sequence: id.sequence, body: response })
     }
 }
 
@@ -263,9 +251,8 @@ impl Node {
         let (rq, rr) = topics(&name);
         let qos = QoS::services_default();
         // The reply publisher first: a request is only taken once there is a
-        // way to answer it. It never waits for a full queue (`send_response`).
-        let reply_qos = qos.with_max_blocking_time(Duration::ZERO);
-        let replies = Publisher::create(self, &rr, reply_qos, PublisherOptions::default())?;
+        // way to answer it. It skips full queues (`send_response`).
+        let replies = Publisher::create_with(self, &rr, qos, PublisherOptions::default(), FullQueues::SkipNew)?;
         let requests = Subscription::create(self, &rq, qos, SubscriptionOptions::default())?;
         Ok(ServiceServer { name, requests, replies })
     }

@@ -22,7 +22,6 @@ use iceoryx2::service::builder::publish_subscribe::PublishSubscribeOpenOrCreateE
 use crate::endpoint::SubscriberAd;
 use crate::error::CreateError;
 use crate::limits::Limits;
-use crate::qos::Reliability;
 use crate::sync::lock;
 
 /// The iceoryx2 service flavour: thread-safe ports, so endpoints are `Send + Sync`.
@@ -204,8 +203,9 @@ pub(crate) enum Handed {
 pub(crate) struct IntraQueue {
     pub ad: SubscriberAd,
     depth: usize,
-    /// Called for the oldest frame when a best-effort queue is full and a new
-    /// one comes: keep last, as ROS 2's history does.
+    /// Called for the oldest frame when the queue is full and a new one comes
+    /// that the publisher does not wait to deliver: keep last, as ROS 2's
+    /// history does.
     on_evict: OnEvict,
     frames: Mutex<VecDeque<Handed>>,
     /// Frames queued, readable without the lock: a polling subscription looks
@@ -218,13 +218,23 @@ pub(crate) struct IntraQueue {
     waiting: AtomicUsize,
 }
 
+/// What a full in-process queue does with a new message.
+pub(crate) enum WhenFull {
+    /// Waits up to this long for room.
+    Wait(Duration),
+    /// Lets its oldest message go: keep last.
+    DropOldest,
+    /// Misses the new message.
+    DropNew,
+}
+
 /// Whether an in-process delivery went through.
 pub(crate) enum Delivery {
     Delivered,
-    /// A reliable subscription's queue was full and the publisher, best
-    /// effort, does not wait (`deliver_intra`): skipped.
+    /// The queue was full and missed the message (`WhenFull::DropNew`).
     Skipped,
-    /// Reliable, queue stayed full for `max_blocking_time`.
+    /// The publisher waited for room and the queue stayed full for its
+    /// `max_blocking_time`.
     TimedOut,
 }
 
@@ -241,21 +251,23 @@ impl IntraQueue {
         }
     }
 
-    /// Queues a frame following the subscription's reliability: a full
-    /// best-effort queue lets its oldest frame go, a reliable one waits up to
-    /// `max_blocking_time` for room.
-    pub(crate) fn push(&self, item: Handed, max_blocking_time: Duration) -> Delivery {
+    /// Queues a frame; a full queue does what `when_full` says.
+    pub(crate) fn push(&self, item: Handed, when_full: WhenFull) -> Delivery {
         let mut q = lock(&self.frames);
         if q.len() >= self.depth {
-            if self.ad.reliability == Reliability::BestEffort {
-                let oldest = q.pop_front();
-                q.push_back(item);
-                drop(q);
-                if let Some(Handed::Frame(oldest)) = oldest {
-                    (self.on_evict)(&oldest);
+            let max_blocking_time = match when_full {
+                WhenFull::Wait(t) => t,
+                WhenFull::DropNew => return Delivery::Skipped,
+                WhenFull::DropOldest => {
+                    let oldest = q.pop_front();
+                    q.push_back(item);
+                    drop(q);
+                    if let Some(Handed::Frame(oldest)) = oldest {
+                        (self.on_evict)(&oldest);
+                    }
+                    return Delivery::Delivered;
                 }
-                return Delivery::Delivered;
-            }
+            };
             let deadline = Instant::now() + max_blocking_time;
             while q.len() >= self.depth {
                 let left = deadline.saturating_duration_since(Instant::now());

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use freight_msg::{Message, ServiceType};
 use iceoryx2::prelude::*;
-use iceoryx2::waitset::WaitSetRunResult;
 
 use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
@@ -21,8 +20,6 @@ pub enum WaitOutcome {
     Ready(Vec<usize>),
     /// Nothing came before the timeout.
     Timeout,
-    /// A signal handled by the application interrupted the wait.
-    Interrupted,
 }
 
 /// Waits until any of several subscriptions has a message.
@@ -86,6 +83,9 @@ fn ready(subs: &[&Receiver]) -> Vec<usize> {
 
 /// The wait shared by [`WaitSet`] and the executor. Busy-polls when any entry
 /// spins, else sleeps in one iceoryx2 wait-set over every entry's listener.
+/// A signal that cuts the sleep short (Linux does, for a process stopped and
+/// continued, whatever the handlers) only makes it sleep again for the time
+/// left.
 pub(crate) fn wait_any(subs: &[&Receiver], timeout: Duration) -> Result<WaitOutcome, WaitError> {
     let now = ready(subs);
     if !now.is_empty() {
@@ -113,14 +113,10 @@ pub(crate) fn wait_any(subs: &[&Receiver], timeout: Duration) -> Result<WaitOutc
         .map_err(ShmError::doing("attaching a subscription to the wait-set"))?;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let run = ws
-            .wait_and_process_once_with_timeout(|_| CallbackProgression::Stop, left)
+        // Interrupted or not, what counts is whether data came in time.
+        ws.wait_and_process_once_with_timeout(|_| CallbackProgression::Stop, left)
             .map_err(ShmError::doing("waiting in the wait-set"))?;
         subs.iter().for_each(|s| s.drain_wakeups());
-        match run {
-            WaitSetRunResult::TerminationRequest | WaitSetRunResult::Interrupt => return Ok(WaitOutcome::Interrupted),
-            _ => {}
-        }
         let r = ready(subs);
         if !r.is_empty() {
             return Ok(WaitOutcome::Ready(r));

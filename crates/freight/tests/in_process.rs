@@ -159,11 +159,40 @@ fn best_effort_publisher_never_waits_for_a_slow_subscription() {
     assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
 }
 
+/// A node whose keep-all queues hold `depth` messages.
+fn node_with_depth(name: &str, depth: usize) -> freight::Node {
+    let limits = Limits { max_depth: depth, ..Default::default() };
+    ContextBuilder::default().limits(limits).create().unwrap().create_node(name).unwrap()
+}
+
 #[test]
-fn reliable_publisher_reports_a_full_queue_after_its_blocking_time() {
-    let n = node("slow_rel");
+fn a_full_keep_last_queue_keeps_the_newest_and_never_slows_a_reliable_publisher() {
+    // rclpy's and rclcpp's default profile (reliable, keep last) on both sides,
+    // a subscription that does not take: as a Fast DDS writer's keep-last
+    // history, the queue keeps the newest and the publisher never waits.
+    let n = node("slow_keep_last");
+    let t = topic("slow_keep_last");
+    let slow = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(2)).unwrap();
+    let publisher = n.create_publisher::<UInt8MultiArray>(&t, QoS::keep_last(2)).unwrap();
+    let start = Instant::now();
+    for i in 0..100u8 {
+        publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| i)).unwrap();
+    }
+    assert!(start.elapsed() < Duration::from_secs(1), "100 publishes took {:?}", start.elapsed());
+    let got: Vec<u8> = std::iter::from_fn(|| slow.try_take().unwrap()).map(|s| s.data.as_bytes().unwrap()[0]).collect();
+    assert_eq!(got, [98, 99]);
+    // A keep-all publisher does not wait for a keep-last queue either.
+    let keep_all = n.create_publisher::<UInt8MultiArray>(&t, QoS::keep_all()).unwrap();
+    for i in 0..100u8 {
+        keep_all.publish(keep_all.loan(8).unwrap().write_from_fn(|_| i)).unwrap();
+    }
+}
+
+#[test]
+fn a_keep_all_publisher_reports_a_full_keep_all_queue_after_its_blocking_time() {
+    let n = node_with_depth("slow_rel", 2);
     let t = topic("slow_rel");
-    let qos = QoS::keep_last(2).with_max_blocking_time(Duration::from_millis(50));
+    let qos = QoS::keep_all().with_max_blocking_time(Duration::from_millis(50));
     let slow = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
     let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
     for _ in 0..2 {
@@ -179,13 +208,13 @@ fn reliable_publisher_reports_a_full_queue_after_its_blocking_time() {
 }
 
 #[test]
-fn a_reliable_publisher_waiting_for_room_is_woken_by_the_take_that_makes_it() {
-    let n = node("woken");
+fn a_keep_all_publisher_waiting_for_room_is_woken_by_the_take_that_makes_it() {
+    let n = node_with_depth("woken", 1);
     let t = topic("woken");
     // Room comes after 100 ms; the blocking time is far longer, so a publish
     // that returns before it was woken by the take, not by its timeout.
     let blocking = Duration::from_secs(20);
-    let qos = QoS::keep_last(1).with_max_blocking_time(blocking);
+    let qos = QoS::keep_all().with_max_blocking_time(blocking);
     let sub = n.create_subscription::<UInt8MultiArray>(&t, qos).unwrap();
     let publisher = n.create_publisher::<UInt8MultiArray>(&t, qos).unwrap();
     publisher.publish(publisher.loan(8).unwrap().write_from_fn(|_| 1)).unwrap();

@@ -357,6 +357,37 @@ fn a_server_that_dies_mid_call_ends_the_call_promptly() {
     assert!(matches!(client.call(request(0, 8), T), Err(CallError::NoServer { .. })));
 }
 
+/// A server stopped (Ctrl-Z, a debugger) is alive: a call to it times out,
+/// it is not taken for gone, and once continued it serves again.
+#[test]
+fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
+    const TEST: &str = "a_stopped_server_is_waited_for_and_serves_again_when_continued";
+    if child() {
+        return;
+    }
+    let name = service_name("stopped");
+    let server = Peer::spawn(TEST, "server", &name, None);
+    server.expect("READY");
+    let n = node("srv_client_stopped");
+    let client = n.create_client::<Checksum>(&name).unwrap();
+    assert!(client.wait_for_service(T));
+    assert_eq!(client.call(request(1, 64), T).unwrap().sum, expected_sum(1, 64));
+    let signal = |sig| assert_eq!(unsafe { libc::kill(server.child.id() as libc::pid_t, sig) }, 0, "signal {sig}");
+    signal(libc::SIGSTOP);
+    for salt in 2..5 {
+        let t0 = Instant::now();
+        match client.call(request(salt, 64), Duration::from_millis(300)) {
+            Err(CallError::Timeout { .. }) => {}
+            other => panic!("a call to a stopped server: {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(2), "the call took {:?}", t0.elapsed());
+    }
+    assert!(client.service_is_ready(), "a stopped server is still there");
+    signal(libc::SIGCONT);
+    let reply = client.call(request(5, 1 << 20), T).expect("the continued server answers");
+    assert_eq!(reply.sum, expected_sum(5, 1 << 20));
+}
+
 // ---------------------------------------------------------------------------
 // Across hosts, over DDS
 // ---------------------------------------------------------------------------

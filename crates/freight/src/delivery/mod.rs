@@ -53,6 +53,20 @@ pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
 pub(crate) use ways_out::serialize;
 
+/// What a publish does with a subscription's full queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FullQueues {
+    /// As the QoS says: wait for a keep-all queue
+    /// ([`SubscriberAd::is_waited_for_by`](crate::endpoint::SubscriberAd::is_waited_for_by));
+    /// otherwise an in-process queue lets its oldest message go, one in
+    /// shared memory misses the new one.
+    ByQos,
+    /// Never wait, and never push out what a queue holds: a service's
+    /// replies. Every client receives every reply, so an idle client's queue
+    /// fills with others'; a waiting one must not lose its own to them.
+    SkipNew,
+}
+
 type IoxSampleUninit = iceoryx2::sample_mut_uninit::SampleMutUninit<Ipc, [MaybeUninit<u8>], ()>;
 
 /// Which way a message goes.

@@ -18,7 +18,7 @@ use iceoryx2::prelude::*;
 use super::{Route, Sender};
 use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::process::{dead_nodes, is_own_node};
-use crate::qos::{Durability, QoS, Reliability};
+use crate::qos::{Durability, QoS};
 use crate::sync::lock;
 
 /// How often the publisher re-reads the subscriber list even when the count of
@@ -90,21 +90,21 @@ impl PeerSummary {
     }
 }
 
-/// The iceoryx2 backpressure handler of a publisher: retries for a reliable
-/// subscriber up to the QoS's blocking time, records each subscriber it gives
-/// up on in `missed`.
+/// The iceoryx2 backpressure handler of a publisher: retries up to the QoS's
+/// blocking time for a subscriber the publisher waits for (both reliable and
+/// keep-all, [`SubscriberAd::is_waited_for_by`]), records each subscriber it
+/// gives up on in `missed`. Every other full queue misses the message at once:
+/// a stopped or slow keep-last subscriber never slows the publisher.
 pub(super) fn backpressure_handler(
     qos: QoS,
     subscribers: Arc<Mutex<Subscribers>>,
     missed: Arc<MissedReceivers>,
 ) -> impl Fn(&BackpressureInfo) -> BackpressureAction {
-    let reliability = qos.reliability;
     let max_wait = qos.max_blocking_time;
     move |info: &BackpressureInfo| -> BackpressureAction {
         let found = lock(&subscribers).get(&info.receiver_port_id).copied();
         let theirs = found.map(|s| s.ad);
-        let skip = reliability == Reliability::BestEffort
-            || theirs.is_some_and(|s| s.reliability == Reliability::BestEffort)
+        let skip = !theirs.is_some_and(|s| s.is_waited_for_by(&qos))
             // A subscriber whose process died never makes room: do not wait for it.
             || found.is_some_and(|s| s.pid_here && !crate::clock::process_alive(s.ad.pid));
         if !skip && info.elapsed_time < max_wait {
@@ -223,9 +223,10 @@ impl Sender {
     ///
     /// Such a subscriber cannot be told apart from the others: the frame is a
     /// suspect for the holds of its device buffers ([`super::unattached`]),
-    /// and a best-effort one that never attached counts as a reliable miss
-    /// when the topic has reliable subscribers too. A spurious `QueueFull` is
-    /// preferred to a silent loss.
+    /// and one the publisher does not wait for (best effort, keep last) that
+    /// never attached counts as a miss of one it waits for when the topic has
+    /// such subscribers too. A spurious `QueueFull` is preferred to a silent
+    /// loss.
     pub(super) fn unannounced_misses(
         &self,
         recipients: usize,
@@ -241,10 +242,10 @@ impl Sender {
         }
         let subs = lock(&self.subscribers);
         let unexplained = subs.len().saturating_sub(recipients + handled.len());
-        if unexplained == 0 || self.qos.reliability == Reliability::BestEffort {
+        let reliable = subs.values().filter(|s| s.ad.is_waited_for_by(&self.qos)).count();
+        if unexplained == 0 || reliable == 0 {
             return Unannounced { reliable: 0, any: unexplained > 0 };
         }
-        let reliable = subs.values().filter(|s| s.ad.reliability == Reliability::Reliable).count();
         let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
         Unannounced { reliable: unexplained.min(reliable_unhandled), any: true }
     }

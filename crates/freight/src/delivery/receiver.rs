@@ -21,7 +21,7 @@ use crate::frame::{decode_meta, Header, TableReader};
 use crate::negotiation::takes_device_memory;
 use crate::network::{NetworkReader, PeerTag};
 use crate::node::Node;
-use crate::qos::{Durability, QoS};
+use crate::qos::{Durability, History, QoS};
 use crate::sample::Transport;
 use crate::sync::lock;
 use crate::topic::{local_topic, open_services, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
@@ -129,6 +129,7 @@ impl Receiver {
             pid: std::process::id(),
             reliability: qos.reliability,
             durability: qos.durability,
+            keep_all: qos.history == History::KeepAll,
             accepts,
             wait,
             devices: ctx.devices_of(accepts),
@@ -224,11 +225,12 @@ impl Receiver {
         }
     }
 
-    /// Sleeps until a publisher wakes this topic or `timeout` passes.
+    /// Sleeps until a publisher wakes this topic or `timeout` passes, or a
+    /// signal cuts the sleep short: the caller looks for data and sleeps again
+    /// for the time left.
     pub(crate) fn wait_for_wakeup(&self, timeout: Duration) -> Result<(), TakeError> {
         match self.listener.timed_wait(|_| {}, timeout) {
-            Ok(_) => Ok(()),
-            Err(iceoryx2::port::listener::ListenerWaitError::InterruptSignal) => Err(TakeError::Interrupted),
+            Ok(_) | Err(iceoryx2::port::listener::ListenerWaitError::InterruptSignal) => Ok(()),
             Err(e) => Err(ShmError::doing("waiting for a wake-up")(e).into()),
         }
     }

@@ -17,7 +17,8 @@ use iceoryx2::prelude::*;
 use super::holds::Holds;
 use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
 use super::unattached::Unattached;
-use super::{housekeeping, layout, FrameMut, Layout, LoanedBuffer, MessageType, Route};
+use super::ways_out::HeapFrames;
+use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route};
 use crate::endpoint::{DeviceTag, PublisherAd};
 use crate::error::{CreateError, LoanError, PublishError, ShmError};
 use crate::frame::{retag, Entry, Header, HEADER_LEN};
@@ -59,12 +60,13 @@ pub(crate) struct Sender {
     /// Subscriptions (by port id) already told about on stderr: they accept
     /// the pool's backend but are on another device.
     pub(super) noted: Mutex<HashSet<u128>>,
-    pub(super) heap_frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    pub(super) heap_frames: Arc<Mutex<HeapFrames>>,
     pub(super) pid: u32,
     /// Subscribers seen by the last history hand-out (transient local only).
     pub(super) latched_subscribers: AtomicUsize,
     /// The DDS writer; `None` in a local-only context.
     pub(super) network: Option<NetworkWriter>,
+    pub(super) full_queues: FullQueues,
 }
 
 /// What a loan holds besides its message: the frame, the buffers lent in it
@@ -100,6 +102,7 @@ impl Sender {
         backend: BackendKind,
         meta_reserve: usize,
         ty: &MessageType,
+        full_queues: FullQueues,
     ) -> Result<Arc<Self>, CreateError> {
         let ctx = &node.inner.ctx.inner;
         let limits = ctx.limits;
@@ -175,6 +178,7 @@ impl Sender {
             pid: std::process::id(),
             latched_subscribers: AtomicUsize::new(0),
             network,
+            full_queues,
         });
         if qos.durability == Durability::TransientLocal {
             housekeeping::latch::register(&sender);
@@ -385,12 +389,7 @@ impl Sender {
     pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
         match route {
             Route::Intra => {
-                let reused = {
-                    let mut pool = lock(&self.heap_frames);
-                    let at = pool.iter().position(|v| v.capacity() >= total);
-                    at.map(|i| pool.swap_remove(i))
-                };
-                let mut v = reused.unwrap_or_default();
+                let mut v = lock(&self.heap_frames).take(total).unwrap_or_default();
                 // A failed allocation is an error to the caller, not an abort.
                 v.try_reserve_exact(total.saturating_sub(v.len()))
                     .map_err(|source| LoanError::OutOfMemory { len: total, source })?;

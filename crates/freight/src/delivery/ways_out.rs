@@ -9,29 +9,68 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use freight_backend::{frame_view, FrameMemory, HeapFrame};
 use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
 use super::unattached::Sent;
-use super::{FrameMut, LoanedBuffer, Route, Sender};
+use super::{FrameMut, FullQueues, LoanedBuffer, Route, Sender};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
 use crate::frame::Entry;
 use crate::network::NetworkWriter;
-use crate::qos::{Durability, QoS, Reliability};
+use crate::qos::Durability;
 use crate::sample::{MessageInfo, Sample, Transport};
 use crate::sync::lock;
-use crate::topic::{Delivery, Handed, IntraQueue};
+use crate::topic::{Delivery, Handed, IntraQueue, WhenFull};
 
-/// A heap frame that returns its memory to the publisher's pool when the last
-/// subscriber drops it: allocating fresh pages per message costs more than a
-/// copy (page faults), so intra-process frames are recycled.
+/// Heap frames a publisher keeps for reuse, at most.
+const HEAP_FRAME_POOL: usize = 4;
+/// Allocations a kept frame may go unused before it is freed.
+const HEAP_FRAME_IDLE: u32 = 8;
+
+/// The heap frames a publisher's last readers gave back: allocating fresh
+/// pages per message costs more than a copy (page faults), so in-process
+/// frames are recycled. A frame that a stream of smaller (or larger) messages
+/// does not reuse is freed after [`HEAP_FRAME_IDLE`] allocations, so the
+/// memory of a burst of large messages does not stay with the publisher.
+#[derive(Debug, Default)]
+pub(super) struct HeapFrames {
+    /// Each frame with the allocations since it was given back.
+    frames: Vec<(Vec<u8>, u32)>,
+}
+
+impl HeapFrames {
+    /// The smallest kept frame that holds `total` bytes and is not twice as
+    /// large (a small message must not keep a large frame alive).
+    pub(super) fn take(&mut self, total: usize) -> Option<Vec<u8>> {
+        let fits = |v: &Vec<u8>| v.capacity() >= total && v.capacity() / 2 <= total;
+        let at =
+            (0..self.frames.len()).filter(|&i| fits(&self.frames[i].0)).min_by_key(|&i| self.frames[i].0.capacity());
+        let taken = at.map(|i| self.frames.swap_remove(i).0);
+        self.frames.retain_mut(|(_, idle)| {
+            *idle += 1;
+            *idle < HEAP_FRAME_IDLE
+        });
+        taken
+    }
+
+    fn give_back(&mut self, frame: Vec<u8>) {
+        if self.frames.len() == HEAP_FRAME_POOL {
+            // The one unused longest makes room.
+            let idlest = (0..self.frames.len()).max_by_key(|&i| self.frames[i].1);
+            idlest.map(|i| self.frames.swap_remove(i));
+        }
+        self.frames.push((frame, 0));
+    }
+}
+
+/// A heap frame that goes back to its publisher's [`HeapFrames`] when the
+/// last subscriber drops it.
 #[derive(Debug)]
 struct PooledFrame {
     frame: HeapFrame,
-    pool: std::sync::Weak<Mutex<Vec<Vec<u8>>>>,
+    pool: std::sync::Weak<Mutex<HeapFrames>>,
 }
 
 impl FrameMemory for PooledFrame {
@@ -46,10 +85,7 @@ impl FrameMemory for PooledFrame {
 impl Drop for PooledFrame {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.upgrade() {
-            let mut p = lock(&pool);
-            if p.len() < 4 {
-                p.push(std::mem::take(&mut self.frame.0));
-            }
+            lock(&pool).give_back(std::mem::take(&mut self.frame.0));
         }
     }
 }
@@ -132,7 +168,7 @@ impl Sender {
             for (i, q) in subscribers.iter().enumerate() {
                 let item = if i + 1 == subscribers.len() { sample.take() } else { sample.clone() };
                 let Some(item) = item else { break };
-                match deliver_intra(q, Handed::Sample(Box::new(item)), self.qos) {
+                match self.deliver_intra(q, Handed::Sample(Box::new(item))) {
                     Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
                     Delivery::Skipped => {}
                     Delivery::TimedOut => missed += 1,
@@ -160,7 +196,7 @@ impl Sender {
                 let frame = self.pooled_frame(bytes);
                 self.local.with_subscribers(|subscribers| {
                     for q in subscribers {
-                        match deliver_intra(q, Handed::Frame(frame.clone()), self.qos) {
+                        match self.deliver_intra(q, Handed::Frame(frame.clone())) {
                             Delivery::Delivered => wake |= q.ad.wait == WaitMode::Block,
                             Delivery::Skipped => self.release_for(&q.ad, device),
                             Delivery::TimedOut => {
@@ -225,6 +261,17 @@ impl Sender {
         Ok(())
     }
 
+    /// Queues `item` for an in-process subscription, as [`FullQueues`] and
+    /// the QoS say for a full queue.
+    fn deliver_intra(&self, q: &IntraQueue, item: Handed) -> Delivery {
+        let when_full = match self.full_queues {
+            FullQueues::SkipNew => WhenFull::DropNew,
+            FullQueues::ByQos if q.ad.is_waited_for_by(&self.qos) => WhenFull::Wait(self.qos.max_blocking_time),
+            FullQueues::ByQos => WhenFull::DropOldest,
+        };
+        q.push(item, when_full)
+    }
+
     pub(crate) fn network_readers(&self) -> usize {
         self.network.as_ref().map_or(0, NetworkWriter::remote_readers)
     }
@@ -246,15 +293,4 @@ impl Sender {
         CDR_SCRATCH.set(cdr);
         written
     }
-}
-
-fn deliver_intra(q: &IntraQueue, item: Handed, qos: QoS) -> Delivery {
-    if qos.reliability == Reliability::BestEffort && q.ad.reliability == Reliability::Reliable {
-        // A best-effort publisher never waits, whatever the subscriber asked.
-        return match q.push(item, Duration::ZERO) {
-            Delivery::TimedOut => Delivery::Skipped,
-            d => d,
-        };
-    }
-    q.push(item, qos.max_blocking_time)
 }

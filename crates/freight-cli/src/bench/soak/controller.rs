@@ -682,13 +682,11 @@ impl Soak {
                     name,
                     received: 0,
                     bytes: 0,
-                    interrupted: 0,
                     unusable_at_join: 0,
                     host_at_join: 0,
                 });
                 r.received += life.stats.received;
                 r.bytes += life.stats.bytes;
-                r.interrupted += life.stats.interrupted;
                 r.unusable_at_join += life.stats.unusable_at_join;
                 r.host_at_join += life.stats.host_at_join;
             }

@@ -61,8 +61,7 @@
 //!   silent for [`STALL_LIMIT`] while not stopped (a publisher blocked for good, a deadlock).
 //! * `errors`: no worker met an error the soak does not expect: a failed loan (but an
 //!   exhausted device pool), a publish error other than a full reliable queue, a DDS write
-//!   timeout or no reader, a take error other than an interrupted wait (Linux lets a wait
-//!   fail with EINTR when its process is continued) or the one device message that a
+//!   timeout or no reader, a take error other than the one device message that a
 //!   subscription joining between its loan and its publish may fail to take
 //!   (`TakeError::Unusable`: no host copy was made for it; `TakeError::Import`: its block,
 //!   not held for it, was already reused), counted.

@@ -247,9 +247,6 @@ pub struct SubStats {
     pub received: u64,
     /// Payload bytes received.
     pub bytes: u64,
-    /// `take` calls that returned `TakeError::Interrupted` (a wait cut short when the
-    /// process was continued after SIGSTOP) and were retried.
-    pub interrupted: u64,
     /// `TakeError::Unusable` or `TakeError::Import` before the first message: the
     /// subscription joined between a device publisher's loan and its publish (at most one).
     pub unusable_at_join: u64,

@@ -112,8 +112,6 @@ pub struct SubscriptionRow {
     pub received_in_warmup: u64,
     /// Payload bytes.
     pub bytes: u64,
-    /// Waits cut short by SIGCONT (retried).
-    pub interrupted: u64,
     /// Device messages without the host copy, taken right after joining.
     pub unusable_at_join: u64,
     /// Device loans taken as the host copy right after joining.
@@ -247,7 +245,6 @@ pub fn table(o: &Outcome) -> String {
     let (qf, dt, um, ex): (u64, u64, u64, u64) = o.topologies.iter().fold((0, 0, 0, 0), |a, t| {
         (a.0 + t.queue_full, a.1 + t.dds_timeout, a.2 + t.unmatched, a.3 + t.pool_exhausted)
     });
-    let interrupted: u64 = o.topologies.iter().flat_map(|t| &t.subscriptions).map(|s| s.interrupted).sum();
     let unusable: u64 = o.topologies.iter().flat_map(|t| &t.subscriptions).map(|s| s.unusable_at_join).sum();
     let host_at_join: u64 = o.topologies.iter().flat_map(|t| &t.subscriptions).map(|s| s.host_at_join).sum();
     let c = &o.chaos;
@@ -263,7 +260,7 @@ pub fn table(o: &Outcome) -> String {
     );
     let _ = writeln!(
         s,
-        "expected: {interrupted} takes cut short by SIGCONT (retried); device loans as host copies: {} from dead \
+        "expected: device loans as host copies: {} from dead \
          publishers, {} at a stopped subscription over its share of the pool, {host_at_join} (and {unusable} \
          unusable) at a subscription that joined between loan and publish",
         o.device.host_fallbacks, o.device.share_fallbacks

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use freight::backend::AllocError;
 use freight::clock::monotonic_ns;
 use freight::{
-    BackendKind, BackendSet, Context, DdsConfig, LoanError, Node, PublishError, Publisher, PublisherOptions, QoS,
-    Sample, Subscription, SubscriptionOptions, TakeError, Transport,
+    BackendKind, BackendSet, Context, DdsConfig, Limits, LoanError, Node, PublishError, Publisher, PublisherOptions,
+    QoS, Sample, Subscription, SubscriptionOptions, TakeError, Transport,
 };
 use freight_dds::DdsError;
 
@@ -39,16 +39,16 @@ const DDS_RETCODE_TIMEOUT: i32 = 10;
 /// How long one `take` waits before the loop looks at its commands again.
 const TAKE_SLICE: Duration = Duration::from_millis(100);
 
-/// The QoS of a topology's endpoints: reliable everywhere. Local queues keep the last 4
-/// (a reliable publisher waits for room, it never overwrites); DDS keeps all (within
-/// `Limits::max_depth`), because a keep-last DDS writer may replace samples a slow reader
-/// has not acknowledged, which ROS 2 allows and the loss check would count.
-pub fn qos(topology: Topology) -> QoS {
-    match topology {
-        Topology::Dds => QoS::keep_all(),
-        _ => QoS::keep_last(4),
-    }
+/// The QoS of every endpoint: reliable, keep all (within `Limits::max_depth`, [`LOCAL_DEPTH`]
+/// on the local plane), so that a publisher waits for room and never overwrites. With
+/// keep-last history a slow or stopped reader misses messages and the publisher goes on,
+/// which ROS 2 allows and the loss check would count.
+pub fn qos() -> QoS {
+    QoS::keep_all()
 }
+
+/// The local queues' length.
+const LOCAL_DEPTH: usize = 4;
 
 /// Messages a second a publisher sends.
 fn rate(topology: Topology) -> u32 {
@@ -163,7 +163,7 @@ fn serve(args: &SoakWorkerArgs, control: &Control) -> Result<(), String> {
     let builder = Context::builder().domain_id(DOMAIN);
     let builder = match topology {
         Topology::Dds => builder.dds_config(DdsConfig::loopback()),
-        _ => builder.local_only(),
+        _ => builder.local_only().limits(Limits { max_depth: LOCAL_DEPTH, ..Limits::default() }),
     };
     let ctx = builder.create().map_err(|e| format!("context: {e}"))?;
     let node = ctx.create_node(&args.name.replace('-', "_")).map_err(|e| format!("node: {e}"))?;
@@ -214,7 +214,7 @@ impl Sender {
         let backend = if topology == Topology::Device { BackendKind::FakeDevice } else { BackendKind::Shm };
         let options = PublisherOptions { backend, ..Default::default() };
         let publisher = node
-            .create_publisher_with_options::<SoakFrame>(topology.topic(), qos(topology), options)
+            .create_publisher_with_options::<SoakFrame>(topology.topic(), qos(), options)
             .map_err(|e| format!("publisher on {}: {e}", topology.topic()))?;
         let stream = u64::from(topology.publisher_id()) << 32 | u64::from(args.incarnation);
         Ok(Sender {
@@ -389,7 +389,7 @@ impl Receiver {
         };
         let created_ns = monotonic_ns();
         let sub = node
-            .create_subscription_with_options::<SoakFrame>(topology.topic(), qos(topology), options)
+            .create_subscription_with_options::<SoakFrame>(topology.topic(), qos(), options)
             .map_err(|e| format!("subscription {name} on {}: {e}", topology.topic()))?;
         Ok(Receiver {
             name,
@@ -410,9 +410,6 @@ impl Receiver {
             match self.sub.take(TAKE_SLICE) {
                 Ok(Some(sample)) => self.check(sample),
                 Ok(None) => {}
-                // A wait cut short when the process was continued after SIGSTOP: Linux
-                // lets such waits fail with EINTR even without a signal handler.
-                Err(TakeError::Interrupted) => self.stats.interrupted += 1,
                 // A subscription that joins between a device publisher's loan and its
                 // publish gets that one message without a hold on its block, and perhaps
                 // without the host copy it needs (the loan was made for the readers known
