@@ -67,6 +67,12 @@ COMMANDS IN DETAIL
       (defaults: .venv-ros-jazzy/bin/python, .venv-ros-kilted/bin/python, $FREIGHT_PYTHON or
       .venv/bin/python, relative to the current directory).
 
+  freight bench paused [--stacks jazzy,kilted,freight-py] [--seconds 8] [--json FILE]
+      Needs root. A subscriber process stopped (SIGSTOP) and continued beside one that is
+      not, publisher at 100 Hz of 1 MiB messages on rclpy's default profile: what the
+      publisher published, its errors and slowest publish, what each subscriber received;
+      stock rclpy against freight's Python API. Runs in a private network namespace.
+
   freight bench soak [--duration 60s|10m|1h] [--processes N] [--seed N] [--json FILE]
       Needs root. A chaos soak: publishers and subscriptions in separate processes over
       shared memory, between two threads, from a fake-device pool, and over DDS between two
@@ -237,6 +243,10 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     /// Internal: a process of the freight Rust stack of `bench ros2`.
     #[command(hide = true, name = "ros2-peer")]
     Ros2Peer(bench::Ros2PeerArgs),
+    /// A subscriber process stopped and continued beside one that is not: stock rclpy against
+    /// freight's Python API (needs root).
+    #[command(long_about = PAUSED_ABOUT)]
+    Paused(bench::PausedArgs),
     /// A chaos soak: kill, stop and restart processes while checking every message (needs
     /// root).
     #[command(long_about = SOAK_ABOUT)]
@@ -251,6 +261,21 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     #[command(hide = true, name = "pipeline-worker")]
     PipelineWorker(bench::PipelineWorkerArgs),
 }
+
+const PAUSED_ABOUT: &str = "\
+A subscriber process stopped and continued (Ctrl-Z and fg, a debugger's breakpoint, a
+frozen container) beside one that is not, stock rclpy against freight's Python API in the
+same run.
+
+Per stack, two subscribers and a publisher of --bytes (1 MiB) std_msgs/UInt8MultiArray
+messages at --rate (100 Hz) for --seconds (8), all on rclpy's default profile (reliable,
+keep last 10); the second subscriber gets SIGSTOP --stop-after (2 s) after the publisher
+matched both, and SIGCONT --stop-for (4 s) later. The table shows what the publisher
+published of its target, the publishes that raised, its slowest publish, what the other
+subscriber received, and what the stopped one received once continued, or the exception
+that ended it. Stacks: jazzy, kilted (stock rclpy on its defaults, from --ros-jazzy,
+--ros-kilted) and freight-py (--python, $FREIGHT_PYTHON or .venv/bin/python). Needs root:
+everything runs in a private network namespace. --json FILE writes the rows.";
 
 const PIPELINE_ABOUT: &str = "\
 Multi-node CPU-GPU pipelines, the experiment of the Verona paper (seed 002), against the
@@ -351,6 +376,7 @@ fn main() -> ExitCode {
             return if bench::run_peer(&args) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
         Command::Bench(BenchCommand::Ros2(args)) => bench::run_ros2(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCommand::Paused(args)) => bench::run_paused(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Bench(BenchCommand::Soak(args)) => bench::run_soak(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::SoakWorker(args)) => return bench::run_soak_worker(&args),

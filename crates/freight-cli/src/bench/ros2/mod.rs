@@ -50,7 +50,7 @@
 //! ([`STOCK_ENV_REMOVED`]); freight processes never join DDS. Every wait is bounded: a peer that
 //! hangs is killed and its row says "timed out".
 
-mod namespace;
+pub(super) mod namespace;
 mod peer;
 mod report;
 mod row;
@@ -349,9 +349,9 @@ pub fn run(args: &Ros2Args) -> Result<ExitCode, BenchError> {
         check_output_path(path, "--json")?;
     }
     if !args.inside_namespace {
-        return namespace::reexec();
+        return namespace::reexec("freight bench ros2");
     }
-    namespace::enter()?;
+    namespace::enter("freight bench ros2")?;
     crate::stop::install();
     super::sys::quiet_iceoryx2_logs();
     let rows = row::run_all(&plan)?;

@@ -1,4 +1,5 @@
-//! The private network namespace every row of `freight bench ros2` runs in.
+//! The private network namespace every row of `freight bench ros2` (and `bench paused`)
+//! runs in.
 //!
 //! The command re-executes itself as `unshare --net -- <freight> <its arguments>
 //! --inside-namespace`: the child is in a new network namespace that has only a loopback
@@ -12,16 +13,18 @@ use std::process::{Command, ExitCode, Stdio};
 use super::super::unshare::INSIDE;
 use super::BenchError;
 
-/// Runs this command again in a new network namespace and returns its exit status. Its
-/// stdout and stderr are ours.
-pub fn reexec() -> Result<ExitCode, BenchError> {
+/// Runs this command (`command`, e.g. `freight bench ros2`, for messages) again in a new
+/// network namespace and returns its exit status. Its stdout and stderr are ours.
+pub fn reexec(command: &str) -> Result<ExitCode, BenchError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err(BenchError::new(
-            "freight bench ros2 needs root: it runs every stack in a private network namespace \
-             (unshare --net) so that no benchmark traffic, stock Fast DDS's multicast discovery \
-             included, reaches this machine's interfaces",
-            "run it as root (sudo freight bench ros2 ...)",
+            format!(
+                "{command} needs root: it runs every stack in a private network namespace \
+                 (unshare --net) so that no benchmark traffic, stock Fast DDS's multicast discovery \
+                 included, reaches this machine's interfaces"
+            ),
+            format!("run it as root (sudo {command} ...)"),
         ));
     }
     super::super::unshare::reexec(
@@ -32,7 +35,7 @@ pub fn reexec() -> Result<ExitCode, BenchError> {
 }
 
 /// Inside the namespace: checks that it is a fresh one and sets up its loopback.
-pub fn enter() -> Result<(), BenchError> {
+pub fn enter(command: &str) -> Result<(), BenchError> {
     let interfaces = interfaces()?;
     if interfaces != ["lo"] {
         return Err(BenchError::new(
@@ -41,7 +44,7 @@ pub fn enter() -> Result<(), BenchError> {
                  interfaces {}",
                 interfaces.join(", ")
             ),
-            "run `freight bench ros2` without it",
+            format!("run `{command}` without it"),
         ));
     }
     for args in [
