@@ -159,6 +159,41 @@ fn topic_echo_prints_any_built_in_type() {
     );
 }
 
+/// `freight topic echo` stopped and continued (Ctrl-Z and `fg`) while it waits
+/// goes on waiting, as `ros2 topic echo` does, and prints what comes after.
+#[test]
+fn topic_echo_stopped_and_continued_goes_on() {
+    let ctx = Context::builder().domain_id(75).local_only().create().unwrap();
+    let node = ctx.create_node("teleop_later").unwrap();
+    let topic = format!("/cli_test_{}/cmd_vel_later", std::process::id());
+    // There first, so that echo knows the type; it publishes after the signals.
+    let publisher = node.create_publisher::<Twist>(&topic, 5).unwrap();
+    let mut echo = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["topic", "echo", &topic, "--once", "--duration", "20", "--domain", "75"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run freight");
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = echo.id() as libc::pid_t;
+    for sig in [libc::SIGSTOP, libc::SIGCONT, libc::SIGTSTP, libc::SIGCONT] {
+        // SAFETY: kill has no memory preconditions; the child is not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "signal {sig}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(echo.try_wait().unwrap().is_none(), "echo ended before anything was published");
+    let mut twist = Twist::default();
+    twist.linear.x = 2.5;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while echo.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        let _ = publisher.publish_copy(&twist);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = echo.kill();
+    let out = echo.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("  x: 2.5"), "echo printed nothing after a stop and continue: {stdout:?}");
+}
+
 /// Runs `freight` as if on another host: a mount namespace with private
 /// /dev/shm and /tmp/iceoryx2, so only DDS reaches this process. `None` where
 /// that needs privileges this test does not have.
