@@ -37,6 +37,7 @@ pub mod cuda;
 mod device_pool;
 pub mod fake_device;
 mod in_frame;
+pub mod maps;
 pub mod os;
 mod shm;
 

@@ -42,3 +42,33 @@ pub fn process_gone(pid: u32) -> bool {
     let r = unsafe { libc::kill(pid, 0) };
     r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
+
+/// Allocates the pages of `len` bytes at `offset` of `file` (`fallocate`), so that
+/// writing them through a shared mapping cannot end in `SIGBUS` on a full tmpfs: a full
+/// file system is `ENOSPC` here instead. `Ok(false)` where the file system does not
+/// allocate ahead (`EOPNOTSUPP`): its pages are left as they are.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("freight-allocate-{}", std::process::id()));
+/// let file = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&path)?;
+/// file.set_len(1 << 20)?;
+/// freight_backend::os::allocate(&file, 0, 1 << 20)?;
+/// std::fs::remove_file(&path)?;
+/// # Ok::<_, std::io::Error>(())
+/// ```
+pub fn allocate(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: fallocate on a descriptor the caller's `File` owns; mode 0 allocates the
+    // range, growing the file only if the range ends past it.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Ok(false);
+    }
+    Err(err)
+}

@@ -103,7 +103,7 @@ pub(crate) fn from_loan(e: LoanError) -> PyErr {
     let kind = match &e {
         LoanError::TooLarge { .. } => Kind::Limit,
         LoanError::Backend(_) => Kind::Backend,
-        LoanError::SharedMemory(_) => Kind::SharedMemory,
+        LoanError::SharedMemory(_) | LoanError::SharedMemoryFull { .. } => Kind::SharedMemory,
         _ => Kind::Loan,
     };
     error(kind, e.to_string())

@@ -217,6 +217,24 @@ pub enum LoanError {
     /// Shared memory could not be lent.
     #[error("shared memory: {0}")]
     SharedMemory(#[from] ShmError),
+    /// `/dev/shm` (a tmpfs) has no room for the loan's pages: the loan is refused
+    /// rather than the process killed by `SIGBUS` when it writes them. Messages that
+    /// subscribers hold, queue, or a history keeps take the room; a container's
+    /// `/dev/shm` is 64 MB unless told otherwise.
+    #[error(
+        "/dev/shm is full: a loan of {} needs its pages and /dev/shm has {} free of {}; give it more \
+         (docker run --shm-size=2g, or --ipc=host) or keep fewer messages alive (a smaller QoS depth, \
+         subscribers that drop what they took)",
+        mib(*needed), mib_or_unknown(*free), mib_or_unknown(*size)
+    )]
+    SharedMemoryFull {
+        /// Bytes the loan needed.
+        needed: u64,
+        /// Bytes free on `/dev/shm`, if known.
+        free: Option<u64>,
+        /// Its size, if known.
+        size: Option<u64>,
+    },
     /// The process could not allocate an in-process frame.
     #[error("cannot allocate a frame of {len} bytes")]
     OutOfMemory {
@@ -389,6 +407,15 @@ pub enum WaitError {
     /// Taking a ready message failed.
     #[error(transparent)]
     Take(#[from] TakeError),
+}
+
+/// Bytes in MiB, for messages.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn mib_or_unknown(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "an unknown amount".into(), mib)
 }
 
 #[cfg(test)]

@@ -564,6 +564,57 @@ fn run_child(role: &str) {
             wait_for_parent(&cmds);
             drop(sub);
         }
+        // Inside a mount namespace with a small /dev/shm: publishes
+        // FREIGHT_TEST_COUNT frames of FREIGHT_TEST_LEN bytes to a subscriber (a
+        // grandchild, in the same namespace) that holds every one, and reports
+        // what was sent, what was refused for want of room, and what arrived.
+        "small_shm_pub" => {
+            let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+            let mut holder = Kid::spawn(SMALL_SHM_TEST, "hold_all_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+            holder.expect("READY", T);
+            wait_for_subscriptions(&p, 1);
+            let (mut sent, mut refused) = (0, 0);
+            for k in 0..count {
+                match p.loan(len) {
+                    Ok(loan) => {
+                        let mut m = loan.write_from_fn(|i| pat(k, i));
+                        m.layout.data_offset = k;
+                        p.publish(m).unwrap_or_else(|e| panic!("publish {k}: {e}"));
+                        sent += 1;
+                    }
+                    Err(LoanError::SharedMemoryFull { .. }) => refused += 1,
+                    Err(e) => panic!("loan {k}: {e}"),
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            holder.send("COUNT");
+            let got = holder.expect("GOT", T);
+            say(format!("RESULT {sent} {refused} {}", got.join(" ")));
+            wait_for_parent(&cmds);
+            holder.finish();
+        }
+        // Takes and holds every message; on `COUNT` says how many and how many
+        // had a wrong byte.
+        "hold_all_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(4)).unwrap();
+            say("READY");
+            let (mut held, mut bad) = (Vec::new(), 0);
+            loop {
+                match cmds.try_recv() {
+                    Ok(c) if c == "COUNT" => say(format!("GOT {} {bad}", held.len())),
+                    Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                }
+                if let Some(s) = sub.take(Duration::from_millis(50)).unwrap() {
+                    let (k, bytes) = (s.layout.data_offset, s.data.as_bytes().unwrap());
+                    bad += usize::from(!has_pattern_at_ends(k, bytes));
+                    held.push(s);
+                }
+            }
+        }
         // One take of up to 20 s, which the test stops and continues.
         "patient_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
@@ -1601,6 +1652,43 @@ fn a_take_and_a_spin_stopped_and_continued_go_on_waiting() {
         if role == "patient_spin" {
             kid.expect("SPUN", T);
         }
+        kid.finish();
+    }
+}
+
+const SMALL_SHM_TEST: &str = "a_full_dev_shm_refuses_loans_and_kills_nobody";
+
+/// Docker gives a container a 64 MB `/dev/shm`. A publisher whose subscriber
+/// holds every frame fills it: the loans that find no room are refused with a
+/// typed error (`SIGBUS` killed the publisher before), the frames that were
+/// sent arrive intact. 16 MiB frames in 64 MB, and 1 MiB frames in 16 MB.
+#[test]
+fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    if !freight_testkit::other_host_available(SMALL_SHM_TEST) {
+        return;
+    }
+    let _serial = serial();
+    for (shm_mib, frame_mib, count) in [(64, 16, 12), (16, 1, 24)] {
+        let t = topic(&format!("small_shm_{shm_mib}"));
+        let script = format!(
+            "mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && \
+             mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\""
+        );
+        let wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &script];
+        let (len, frames) = ((frame_mib << 20).to_string(), count.to_string());
+        let env = [("FREIGHT_TEST_TOPIC", t.as_str()), ("FREIGHT_TEST_LEN", &len), ("FREIGHT_TEST_COUNT", &frames)];
+        let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "small_shm_pub", &env);
+        let words = kid.expect("RESULT", Duration::from_secs(120));
+        let n: Vec<usize> = words.iter().map(|w| w.parse().unwrap()).collect();
+        let (sent, refused, held, bad) = (n[0], n[1], n[2], n[3]);
+        eprintln!("{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB held: {sent} sent, {refused} refused");
+        assert!(sent >= 2, "only {sent} frames of {frame_mib} MiB were sent in {shm_mib} MB");
+        assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
+        assert_eq!(sent + refused, count);
+        assert_eq!((held, bad), (sent, 0), "what the subscriber holds");
         kid.finish();
     }
 }

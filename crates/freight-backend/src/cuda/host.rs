@@ -42,8 +42,8 @@ use freight_msg::DeviceView;
 
 use super::device::Device;
 use super::driver;
-use super::maps::{self, MapEntry};
 use crate::in_frame::{self, FrameView, InFrameBlock};
+use crate::maps::{self, MapEntry};
 use crate::{AllocError, Backend, BackendKind, BackendStats, BlockMut, BufferStorage, Descriptor, ExportError};
 use crate::{Frame, FrameSlot, ImportError, WritableBlock, WriteError};
 

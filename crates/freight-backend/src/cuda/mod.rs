@@ -44,7 +44,6 @@ mod device;
 mod driver;
 mod error;
 mod host;
-mod maps;
 mod pool;
 mod release;
 

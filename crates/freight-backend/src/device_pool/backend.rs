@@ -93,6 +93,11 @@ impl<M: PoolMemory> DevicePool<M> {
         let device = memory.device_uuid();
         let init = || -> Result<Mapping, String> {
             file.set_len(file_len as u64).map_err(|e| format!("sizing {}: {e}", path.display()))?;
+            // The table is written below, through the mapping: its pages are allocated
+            // first, so that a full /dev/shm is this error rather than SIGBUS.
+            crate::os::allocate(&file, 0, data_offset as u64).map_err(|e| {
+                format!("allocating the pool's table in {}: {e} (is /dev/shm full? df -h /dev/shm)", path.display())
+            })?;
             let map = MmapRaw::map_raw(&file).map_err(|e| format!("mapping {}: {e}", path.display()))?;
             let mut m = Mapping::new(name.clone(), map)?;
             m.meta_len = meta_len;

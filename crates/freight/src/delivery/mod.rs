@@ -44,6 +44,7 @@ pub(crate) mod housekeeping;
 mod import;
 mod readers;
 mod receiver;
+mod reserve;
 mod sender;
 mod unattached;
 mod ways_out;

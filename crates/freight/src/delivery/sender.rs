@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use freight_backend::{Backend, Descriptor};
@@ -16,6 +16,7 @@ use iceoryx2::prelude::*;
 
 use super::holds::Holds;
 use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
+use super::reserve::{NoRoom, Reservations};
 use super::unattached::Unattached;
 use super::ways_out::HeapFrames;
 use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route};
@@ -67,6 +68,10 @@ pub(crate) struct Sender {
     /// The DDS writer; `None` in a local-only context.
     pub(super) network: Option<NetworkWriter>,
     pub(super) full_queues: FullQueues,
+    /// The tmpfs pages behind this publisher's loans.
+    reservations: Reservations,
+    /// Whether this publisher said on stderr that `/dev/shm` is full.
+    said_full: AtomicBool,
 }
 
 /// What a loan holds besides its message: the frame, the buffers lent in it
@@ -179,6 +184,8 @@ impl Sender {
             latched_subscribers: AtomicUsize::new(0),
             network,
             full_queues,
+            reservations: Reservations::default(),
+            said_full: AtomicBool::new(false),
         });
         if qos.durability == Durability::TransientLocal {
             housekeeping::latch::register(&sender);
@@ -386,6 +393,15 @@ impl Sender {
         }
     }
 
+    /// The loan error for a full `/dev/shm`, said on stderr too, once per publisher.
+    fn no_room(&self, r: NoRoom) -> LoanError {
+        let e = LoanError::SharedMemoryFull { needed: r.needed, free: r.free, size: r.size };
+        if !self.said_full.swap(true, Ordering::Relaxed) {
+            eprintln!("freight: the publisher of {}: {e}", self.topic);
+        }
+        e
+    }
+
     pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
         match route {
             Route::Intra => {
@@ -397,8 +413,11 @@ impl Sender {
                 Ok(FrameMut::Heap(v))
             }
             Route::Shm => {
+                self.reservations.check_room().map_err(|r| self.no_room(r))?;
                 let mut s = self.iox.loan_slice_uninit(total).map_err(ShmError::doing("loaning a sample"))?;
                 let base = s.payload_mut().as_mut_ptr().cast();
+                // Dropping the sample on error gives its chunk back.
+                self.reservations.reserve(base, total).map_err(|r| self.no_room(r))?;
                 Ok(FrameMut::Shm(s, base))
             }
         }

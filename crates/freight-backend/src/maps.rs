@@ -1,28 +1,31 @@
-//! Reading `/proc/self/maps`: which mapping of this process contains an address.
+//! Reading `/proc/self/maps`: which mapping of this process contains an address
+//! (the CUDA host backend registers a sample's whole segment; a publisher
+//! reserves the tmpfs pages behind a loan).
 
 /// One line of `/proc/<pid>/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MapEntry {
+pub struct MapEntry {
     /// First address of the mapping.
-    pub(crate) start: usize,
+    pub start: usize,
     /// One past its last address.
-    pub(crate) end: usize,
+    pub end: usize,
     /// Whether it is a shared mapping (`s` in the permissions): memory that
     /// other processes may map too, as iceoryx2's segments are.
-    pub(crate) shared: bool,
+    pub shared: bool,
     /// Whether this process may write it (`w` in the permissions).
-    pub(crate) writable: bool,
+    pub writable: bool,
     /// Offset of the mapping in its file.
-    pub(crate) offset: u64,
-    /// The file's device (`major:minor`, hexadecimal in the file) and inode.
-    pub(crate) dev: (u32, u32),
-    pub(crate) inode: u64,
+    pub offset: u64,
+    /// The file's device (`major:minor`, hexadecimal in the file).
+    pub dev: (u32, u32),
+    /// The file's inode.
+    pub inode: u64,
     /// The file's path (empty for anonymous mappings).
-    pub(crate) path: String,
+    pub path: String,
 }
 
 /// Parses one line: `start-end perms offset major:minor inode [path]`.
-pub(crate) fn parse_line(line: &str) -> Option<MapEntry> {
+pub fn parse_line(line: &str) -> Option<MapEntry> {
     let mut fields = line.splitn(6, ' ');
     let (start, end) = fields.next()?.split_once('-')?;
     let perms = fields.next()?;
@@ -45,12 +48,18 @@ pub(crate) fn parse_line(line: &str) -> Option<MapEntry> {
 }
 
 /// The mapping in `maps` (the text of a maps file) that contains `addr`.
-pub(crate) fn find(maps: &str, addr: usize) -> Option<MapEntry> {
+pub fn find(maps: &str, addr: usize) -> Option<MapEntry> {
     maps.lines().filter_map(parse_line).find(|m| (m.start..m.end).contains(&addr))
 }
 
 /// The mapping of this process that contains `addr`, read from `/proc/self/maps`.
-pub(crate) fn find_own(addr: usize) -> Result<Option<MapEntry>, String> {
+///
+/// ```
+/// let x = 7u64;
+/// let here = freight_backend::maps::find_own(&x as *const u64 as usize).unwrap().expect("the stack is mapped");
+/// assert!(here.writable && !here.shared);
+/// ```
+pub fn find_own(addr: usize) -> Result<Option<MapEntry>, String> {
     let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("reading /proc/self/maps: {e}"))?;
     Ok(find(&maps, addr))
 }

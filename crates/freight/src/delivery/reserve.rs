@@ -1,0 +1,246 @@
+//! The tmpfs pages behind a loan, allocated before anything writes them.
+//!
+//! iceoryx2 sizes a publisher's data segment for every sample it may ever have out
+//! (queues, held samples, history, loans) and creates it sparse: `/dev/shm` is a tmpfs,
+//! which allocates a page when it is first written. Where the tmpfs is smaller than what
+//! gets written — Docker gives a container 64 MB — the write that finds no page left
+//! gets `SIGBUS` and the process dies. So before a loan is handed out, its range of the
+//! segment file is allocated (`fallocate`): no room is `ENOSPC`, an error of the loan,
+//! never a signal. A range once allocated stays so (iceoryx2 reuses its chunks, and the
+//! tmpfs keeps a file's pages until it is removed), so a publisher in its steady state
+//! makes no system call here.
+//!
+//! iceoryx2 writes a sample's header itself, at the loan, in the chunk's first page.
+//! Once `/dev/shm` has had less than [`SLACK`] free after a reservation, every loan first
+//! checks that it still has: the header's page never finds the tmpfs full (unless
+//! another process fills it in between).
+
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use freight_backend::maps;
+
+use crate::sync::lock;
+
+/// Free space `/dev/shm` keeps for the pages iceoryx2 writes itself.
+const SLACK: u64 = 1 << 20;
+/// Segments remembered per publisher.
+const MAX_SEGMENTS: usize = 64;
+
+/// A loan's pages could not be allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoRoom {
+    /// Bytes the loan needed allocated.
+    pub(crate) needed: u64,
+    /// Bytes free on the file system of the segment (`/dev/shm`), if known.
+    pub(crate) free: Option<u64>,
+    /// Its size, if known.
+    pub(crate) size: Option<u64>,
+}
+
+/// One mapped segment file of a publisher.
+struct Segment {
+    /// The mapping's addresses in this process.
+    mapped: Range<usize>,
+    /// Offset of the mapping in the file.
+    offset: u64,
+    /// `None` where the file cannot be reserved in (not a tmpfs, or not openable): its
+    /// pages are left as they are.
+    file: Option<File>,
+    /// File ranges already allocated, sorted and disjoint.
+    reserved: Vec<Range<u64>>,
+}
+
+/// The reservations of one publisher's loans.
+#[derive(Default)]
+pub(crate) struct Reservations {
+    segments: Mutex<Segments>,
+    /// Set once the file system had less than [`SLACK`] free after a reservation.
+    tight: AtomicBool,
+}
+
+#[derive(Default)]
+struct Segments {
+    list: Vec<Segment>,
+    /// The largest loan so far: a larger one may come from a new segment, mapped where
+    /// an old one was, so the list is read again from `/proc/self/maps`.
+    largest: usize,
+}
+
+impl Reservations {
+    /// Before a loan: whether `/dev/shm` still has [`SLACK`] free, once it was found
+    /// tight (a statvfs call then; nothing before).
+    pub(crate) fn check_room(&self) -> Result<(), NoRoom> {
+        if !self.tight.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let (free, size) = space("/dev/shm");
+        match free {
+            Some(f) if f < SLACK => Err(NoRoom { needed: SLACK, free, size }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Allocates the file pages behind `len` bytes at `ptr`, a loan of a mapped segment.
+    pub(crate) fn reserve(&self, ptr: *const u8, len: usize) -> Result<(), NoRoom> {
+        if len == 0 {
+            return Ok(());
+        }
+        let addr = ptr as usize;
+        let mut segments = lock(&self.segments);
+        if len > segments.largest {
+            segments.largest = len;
+            segments.list.clear();
+        }
+        let at = match segments.list.iter().position(|s| s.mapped.contains(&addr)) {
+            Some(i) => i,
+            None => {
+                // A publisher maps a handful of segments; more means stale entries.
+                if segments.list.len() >= MAX_SEGMENTS {
+                    segments.list.clear();
+                }
+                segments.list.push(Segment::of(addr));
+                segments.list.len() - 1
+            }
+        };
+        let segment = &mut segments.list[at];
+        let Some(file) = &segment.file else { return Ok(()) };
+        let start = segment.offset + (addr - segment.mapped.start) as u64;
+        let range = start..start + len as u64;
+        if segment.reserved.iter().any(|r| r.start <= range.start && range.end <= r.end) {
+            return Ok(());
+        }
+        match freight_backend::os::allocate(file, range.start, len as u64) {
+            Ok(true) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                self.tight.store(true, Ordering::Relaxed);
+                let (free, size) = space_of(file);
+                return Err(NoRoom { needed: len as u64, free, size });
+            }
+            // A file system that does not allocate ahead, or another refusal: its pages
+            // stay as they are, as before freight reserved them.
+            Ok(false) | Err(_) => {
+                segment.file = None;
+                return Ok(());
+            }
+        }
+        insert(&mut segment.reserved, range);
+        if space_of(file).0.is_some_and(|free| free < SLACK) {
+            self.tight.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+impl Segment {
+    /// The segment that maps `addr`, read from `/proc/self/maps`. A mapping that is not
+    /// a shared file (or one this process cannot open) has no pages to reserve.
+    fn of(addr: usize) -> Segment {
+        match maps::find_own(addr) {
+            Ok(Some(e)) => {
+                let file = (e.shared && e.writable && e.path.starts_with('/'))
+                    .then(|| std::fs::OpenOptions::new().read(true).write(true).open(&e.path).ok())
+                    .flatten();
+                Segment { mapped: e.start..e.end, offset: e.offset, file, reserved: Vec::new() }
+            }
+            // Unreadable maps: nothing is reserved for this address.
+            _ => Segment { mapped: addr..addr + 1, offset: 0, file: None, reserved: Vec::new() },
+        }
+    }
+}
+
+/// Adds `range` to the sorted, disjoint `ranges`, merging what touches it.
+fn insert(ranges: &mut Vec<Range<u64>>, mut range: Range<u64>) {
+    ranges.retain(|r| {
+        if r.end < range.start || range.end < r.start {
+            return true;
+        }
+        range = range.start.min(r.start)..range.end.max(r.end);
+        false
+    });
+    let at = ranges.partition_point(|r| r.start < range.start);
+    ranges.insert(at, range);
+}
+
+/// Free and total bytes of the file system of `file`.
+fn space_of(file: &File) -> (Option<u64>, Option<u64>) {
+    // SAFETY: statvfs is plain old data; all-zero is a valid value for it to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor this process owns and a valid, writable statvfs.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return (None, None);
+    }
+    sizes(&st)
+}
+
+/// Free and total bytes of the file system at `path`.
+fn space(path: &str) -> (Option<u64>, Option<u64>) {
+    let Ok(path) = std::ffi::CString::new(path) else { return (None, None) };
+    // SAFETY: as in `space_of`.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid, writable statvfs.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return (None, None);
+    }
+    sizes(&st)
+}
+
+fn sizes(st: &libc::statvfs) -> (Option<u64>, Option<u64>) {
+    // The fields' widths differ between targets (u64 on x86-64 Linux).
+    #[allow(clippy::unnecessary_cast)]
+    let (block, free, total) = (st.f_frsize as u64, st.f_bavail as u64, st.f_blocks as u64);
+    (Some(free.saturating_mul(block)), Some(total.saturating_mul(block)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_ranges_merge_and_stay_sorted() {
+        let mut r = Vec::new();
+        insert(&mut r, 10..20);
+        insert(&mut r, 40..50);
+        insert(&mut r, 0..5);
+        assert_eq!(r, [0..5, 10..20, 40..50]);
+        insert(&mut r, 18..42);
+        assert_eq!(r, [0..5, 10..50]);
+        insert(&mut r, 5..10);
+        assert_eq!(r, vec![0..50]);
+    }
+
+    #[test]
+    fn a_loan_of_a_shared_file_mapping_is_reserved_once() {
+        let dir = std::env::temp_dir().join(format!("freight-reserve-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&dir).unwrap();
+        file.set_len(1 << 20).unwrap();
+        // SAFETY: a fresh shared mapping of a file this test owns, unmapped below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                1 << 20,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let r = Reservations::default();
+        let ptr = base.cast::<u8>().wrapping_add(4096);
+        r.reserve(ptr, 8192).unwrap();
+        r.reserve(ptr, 4096).unwrap();
+        let list = &lock(&r.segments).list;
+        assert_eq!(list.len(), 1);
+        // A tmpfs or ext4 reserves; anything else leaves the pages as they were.
+        if list[0].file.is_some() {
+            assert_eq!(list[0].reserved, vec![4096..12288]);
+        }
+        // SAFETY: mapped above with this length.
+        unsafe { libc::munmap(base, 1 << 20) };
+        let _ = std::fs::remove_file(&dir);
+    }
+}
