@@ -227,6 +227,14 @@ fn print_info(g: &TopicGraph, verbose: bool) {
             println!("  {}", pairing_line(p));
         }
     }
+    let plane = freight::local_plane();
+    if let Some(owner) = plane.shared_root_owner {
+        println!();
+        println!(
+            "Local plane: {} (the shared iceoryx2 directory belongs to uid {owner}): nodes of other users are reached over DDS",
+            plane.root.display()
+        );
+    }
 }
 
 /// `[0] -> [2]: shm, cuda (zero-copy, GPU-3f2a0102…)`.

@@ -50,7 +50,7 @@ pub enum ContextError {
     #[error(transparent)]
     Name(#[from] NameError),
     /// The shared-memory layer refused.
-    #[error("shared memory: {0}; check that /dev/shm is writable")]
+    #[error("shared memory: {0}; {hint}", hint = crate::local_plane::where_it_lives())]
     SharedMemory(#[from] ShmError),
     /// An environment variable freight reads has a value it cannot use.
     #[error("{variable}={value:?} is not {expected}; unset it or fix it")]

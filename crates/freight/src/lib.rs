@@ -45,6 +45,7 @@ mod frame;
 pub mod graph;
 mod limits;
 mod loan;
+mod local_plane;
 pub mod names;
 mod negotiation;
 mod network;
@@ -74,6 +75,7 @@ pub use freight_msg::{message, msgs, BackendKind, BackendSet, Buffer, Message, S
 pub use freight_tune::TuneError;
 pub use limits::Limits;
 pub use loan::{Loan, LoanUninit};
+pub use local_plane::{local_plane, LocalPlane};
 pub use negotiation::negotiate;
 pub use node::Node;
 pub use publisher::{Publisher, PublisherOptions};

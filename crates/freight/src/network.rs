@@ -46,7 +46,7 @@ pub fn host_id() -> u64 {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(path).map(|m| format!("{}:{}", m.dev(), m.ino()))
     };
-    let root = iceoryx2::config::Config::global_config().global.root_path().to_string();
+    let root = crate::local_plane::iceoryx2_config().global.root_path().to_string();
     let key =
         format!("{}|{}|{}", boot.trim(), identity("/dev/shm").unwrap_or_default(), identity(&root).unwrap_or_default());
     let id = freight_msg::message::fnv1a(key.as_bytes());

@@ -51,7 +51,7 @@ impl Context {
 /// large), so more slots are never used; with 128 an empty poll costs about
 /// four times what it does with 16.
 fn iceoryx2_config(limits: &crate::Limits) -> iceoryx2::config::Config {
-    let mut config = iceoryx2::config::Config::global_config().clone();
+    let mut config = crate::local_plane::iceoryx2_config().clone();
     config.defaults.publish_subscribe.subscriber_expired_connection_buffer =
         limits.max_publishers.max(limits.max_held_samples);
     config

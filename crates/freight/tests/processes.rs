@@ -615,6 +615,15 @@ fn run_child(role: &str) {
                 }
             }
         }
+        // Run as another user than the test's: says where its local plane is,
+        // then reports the first message.
+        "other_user_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+            let plane = freight::local_plane();
+            say(format!("READY {} {:?}", plane.root.display(), plane.shared_root_owner));
+            let s = sub.take(T).unwrap().expect("a message in time");
+            say(format!("GOT {} {:?}", s.data.len(), s.info().transport));
+        }
         // One take of up to 20 s, which the test stops and continues.
         "patient_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
@@ -1691,6 +1700,49 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         assert_eq!((held, bad), (sent, 0), "what the subscriber holds");
         kid.finish();
     }
+}
+
+const OTHER_USER_TEST: &str = "a_second_user_starts_a_node_and_receives_over_dds";
+
+/// A second user on the host (a developer's tools beside a driver running as
+/// root): iceoryx2's directory belongs to the first, so the second's node uses
+/// its own, starts, and receives the first's messages over DDS, as from
+/// another host (before, creating the node failed).
+#[test]
+fn a_second_user_starts_a_node_and_receives_over_dds() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return freight_testkit::skip(
+            OTHER_USER_TEST,
+            freight_testkit::Lack::Setup,
+            "needs root to run a child as nobody",
+        );
+    }
+    const AS_NOBODY: [&str; 4] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let exe = std::env::current_exe().unwrap();
+    let reachable = Command::new(AS_NOBODY[0]).args(&AS_NOBODY[1..]).arg(&exe).arg("--list").output();
+    if !reachable.is_ok_and(|o| o.status.success()) {
+        return freight_testkit::skip(
+            OTHER_USER_TEST,
+            freight_testkit::Lack::Setup,
+            "nobody cannot run this test binary here (setpriv, or its path)",
+        );
+    }
+    let _serial = serial();
+    let t = topic("other_user");
+    // This process's node makes (or finds) /tmp/iceoryx2, root's.
+    let n = node("first_user");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+    let mut kid = Kid::spawn_under(&AS_NOBODY, OTHER_USER_TEST, "other_user_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    let ready = kid.expect("READY", T);
+    assert_eq!(ready, ["/tmp/iceoryx2-uid65534/", "Some(0)"], "the second user's local plane");
+    assert!(wait_until(T, || p.network_subscription_count() == 1), "the second user's subscription never matched");
+    publish_tagged(&p, 0, 1).unwrap();
+    assert_eq!(kid.expect("GOT", T), ["1024", "Network"]);
+    kid.finish();
 }
 
 /// A publisher stopped mid-stream and continued: its subscriber waits
