@@ -12,6 +12,7 @@
 mod bench;
 mod dds;
 mod demo;
+mod doctor;
 mod lab;
 mod private_dir;
 mod service;
@@ -131,6 +132,12 @@ COMMANDS IN DETAIL
       As `ros2 service`: the services of this host's freight nodes and, over DDS, those of
       every other ROS 2 node of the domain, with their types (-t).
 
+  freight doctor
+      What to check first when messages do not arrive or a publisher fails, in a container
+      or on a shared host: /dev/shm's size, free space and what iceoryx2 and device pools
+      hold there, the local plane's directory and its owner (another user's means DDS),
+      this process's namespaces against pid 1's, the locked-memory and open-files limits.
+
   freight dds config [--xml]
       The Cyclone DDS configuration the network plane joins a domain with here: ROS 2's
       discovery variables as rcl reads them, the interface datagrams are sized for, each
@@ -192,6 +199,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// DDS profiles (Cyclone, Fast DDS, ROS 2 QoS) for large data over a lossy link.
     #[command(long_about = tune::LONG_ABOUT)]
     Tune(tune::TuneArgs),
+    /// What to check first when messages do not arrive or a publisher fails: /dev/shm's size
+    /// and use, the local plane's directory and owner, namespaces, limits.
+    Doctor,
     /// Experiments on emulated networks (needs root): `lab wireless`.
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -392,6 +402,7 @@ fn main() -> ExitCode {
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Doctor => doctor::run().map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
