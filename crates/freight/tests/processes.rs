@@ -592,9 +592,14 @@ fn run_child(role: &str) {
             std::thread::sleep(Duration::from_millis(500));
             holder.send("COUNT");
             let got = holder.expect("GOT", T);
-            say(format!("RESULT {sent} {refused} {}", got.join(" ")));
+            // The holder dies: what it held comes back, and loans find room again.
+            holder.kill();
+            let recovered = (0..100).any(|_| {
+                std::thread::sleep(Duration::from_millis(50));
+                p.loan(len).is_ok()
+            });
+            say(format!("RESULT {sent} {refused} {} {}", got.join(" "), u8::from(recovered)));
             wait_for_parent(&cmds);
-            holder.finish();
         }
         // Takes and holds every message; on `COUNT` says how many and how many
         // had a wrong byte.
@@ -1670,7 +1675,8 @@ const SMALL_SHM_TEST: &str = "a_full_dev_shm_refuses_loans_and_kills_nobody";
 /// Docker gives a container a 64 MB `/dev/shm`. A publisher whose subscriber
 /// holds every frame fills it: the loans that find no room are refused with a
 /// typed error (`SIGBUS` killed the publisher before), the frames that were
-/// sent arrive intact. 16 MiB frames in 64 MB, and 1 MiB frames in 16 MB.
+/// sent arrive intact, and once the holder is killed loans find room again.
+/// 16 MiB frames in 64 MB, and 1 MiB frames in 16 MB.
 #[test]
 fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
     if let Some(role) = child_role() {
@@ -1692,12 +1698,13 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "small_shm_pub", &env);
         let words = kid.expect("RESULT", Duration::from_secs(120));
         let n: Vec<usize> = words.iter().map(|w| w.parse().unwrap()).collect();
-        let (sent, refused, held, bad) = (n[0], n[1], n[2], n[3]);
+        let (sent, refused, held, bad, recovered) = (n[0], n[1], n[2], n[3], n[4]);
         eprintln!("{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB held: {sent} sent, {refused} refused");
         assert!(sent >= 2, "only {sent} frames of {frame_mib} MiB were sent in {shm_mib} MB");
         assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
         assert_eq!(sent + refused, count);
         assert_eq!((held, bad), (sent, 0), "what the subscriber holds");
+        assert_eq!(recovered, 1, "loans found no room after the holder died");
         kid.finish();
     }
 }
