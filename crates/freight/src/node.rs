@@ -50,12 +50,22 @@ impl Context {
 /// most `max_held_samples` samples (iceoryx2 keeps the buffer at least that
 /// large), so more slots are never used; with 128 an empty poll costs about
 /// four times what it does with 16.
+///
+/// Two processes that open a new topic at once: one creates its services, the
+/// other waits for the creation to finish, 1 s by default. On a loaded
+/// machine creating took longer and the second failed (`HangsInCreation`,
+/// found by `freight bench paused` beside a build); it waits up to
+/// [`CREATION_TIMEOUT`].
 fn iceoryx2_config(limits: &crate::Limits) -> iceoryx2::config::Config {
     let mut config = crate::local_plane::iceoryx2_config().clone();
     config.defaults.publish_subscribe.subscriber_expired_connection_buffer =
         limits.max_publishers.max(limits.max_held_samples);
+    config.global.creation_timeout = config.global.creation_timeout.max(CREATION_TIMEOUT);
     config
 }
+
+/// How long opening a service waits for another process to finish creating it.
+const CREATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) struct NodeInner {
     pub(crate) ctx: Context,

@@ -78,6 +78,43 @@ pub fn print_stdout(text: &str) {
     let _ = out.flush();
 }
 
+/// The lines `out` (a child's stdout) writes, read on a thread of their own.
+pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// The last `keep` bytes `err` (a child's stderr) writes, read on a thread of their own:
+/// for the message of a child that failed.
+pub fn tail_of(mut err: impl std::io::Read + Send + 'static, keep: usize) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let kept = std::sync::Arc::clone(&tail);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let mut text = kept.lock().unwrap_or_else(|p| p.into_inner());
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if text.len() > keep {
+                let cut = text.len() - keep;
+                let cut = (cut..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+                text.drain(..cut);
+            }
+        }
+    });
+    tail
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

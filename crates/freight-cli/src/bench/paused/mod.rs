@@ -19,10 +19,9 @@
 //! runs in a private network namespace (stock Fast DDS discovers by multicast), as
 //! `freight bench ros2` does.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::args::parse_seconds;
 use super::ros2::namespace;
 use super::ros2::STOCK_ENV_REMOVED;
+use super::sys::{lines_of, tail_of};
 use super::{check_output_path, BenchError};
 use crate::private_dir::PrivateDir;
 use crate::stop;
@@ -187,7 +187,8 @@ pub fn run(args: &PausedArgs) -> Result<ExitCode, BenchError> {
             break;
         }
         eprint!("bench paused: [{}/{}] {} ... ", i + 1, args.stacks.len(), stack.label());
-        let outcome = measure(args, stack, &script, &format!("/freight_bench_paused_{i}"));
+        let topic = format!("/freight_bench_paused_{}_{i}", std::process::id());
+        let outcome = measure(args, stack, &script, &topic);
         eprintln!("{}", if outcome.is_ok() { "done" } else { "failed" });
         rows.push(Row { stack, target, outcome });
     }
@@ -242,8 +243,8 @@ fn measure(args: &PausedArgs, stack: Stack, script: &Path, topic: &str) -> Resul
         Proc::start(cmd, role)
     };
     let mut steady = start("sub", &[])?;
-    let mut stopped = start("sub", &[])?;
     steady.expect("READY", START)?;
+    let mut stopped = start("sub", &[])?;
     stopped.expect("READY", START)?;
     let mut publisher = start(
         "pub",
@@ -284,33 +285,8 @@ impl Proc {
     fn start(mut cmd: Command, role: &str) -> Result<Proc, String> {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| format!("cannot start the {role}: {e}"))?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut stderr_pipe = child.stderr.take().ok_or("no stderr")?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr_pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut kept = keep.lock().unwrap_or_else(|p| p.into_inner());
-                kept.push_str(&String::from_utf8_lossy(&buf[..n]));
-                if kept.len() > STDERR_KEEP {
-                    let cut = kept.len() - STDERR_KEEP;
-                    let cut = (cut..kept.len()).find(|&i| kept.is_char_boundary(i)).unwrap_or(kept.len());
-                    kept.drain(..cut);
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().ok_or("no stdout")?);
+        let stderr = tail_of(child.stderr.take().ok_or("no stderr")?, STDERR_KEEP);
         Ok(Proc { child, lines, stderr, role: role.into() })
     }
 

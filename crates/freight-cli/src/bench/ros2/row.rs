@@ -2,16 +2,16 @@
 //! row, each pinned to its CPU, their stdout read line by line with every wait bounded.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::stats::percentile;
-use super::super::sys::{pin_current_thread, CpuPlan};
+use super::super::sys::{lines_of, pin_current_thread, tail_of, CpuPlan};
 use super::namespace::loopback_bytes;
 use super::report::{Measured, Outcome, Row};
 use super::{
@@ -236,33 +236,8 @@ impl Peer {
             });
         }
         let mut child = cmd.spawn().map_err(|e| PeerFailure::Failed(format!("cannot start the {role}: {e}")))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr_pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut kept = keep.lock().unwrap_or_else(|p| p.into_inner());
-                kept.push_str(&String::from_utf8_lossy(&buf[..n]));
-                if kept.len() > STDERR_KEEP {
-                    let cut = kept.len() - STDERR_KEEP;
-                    let cut = (cut..kept.len()).find(|&i| kept.is_char_boundary(i)).unwrap_or(kept.len());
-                    kept.drain(..cut);
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().expect("stdout is piped"));
+        let stderr = tail_of(child.stderr.take().expect("stderr is piped"), STDERR_KEEP);
         Ok(Peer { child, lines, stderr, role })
     }
 
