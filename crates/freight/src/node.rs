@@ -52,9 +52,10 @@ impl Context {
 /// four times what it does with 16.
 ///
 /// Two processes that open a new topic at once: one creates its services, the
-/// other waits for the creation to finish, 1 s by default. On a loaded
-/// machine creating took longer and the second failed (`HangsInCreation`,
-/// found by `freight bench paused` beside a build); it waits up to
+/// other waits for the creation to finish, 1 s by default. Beside a build, two
+/// subscriber processes of `freight bench paused` started together and the
+/// second failed with `HangsInCreation` (not reproduced since; the creation
+/// taking longer than the wait is the likely reason): it waits up to
 /// [`CREATION_TIMEOUT`].
 fn iceoryx2_config(limits: &crate::Limits) -> iceoryx2::config::Config {
     let mut config = crate::local_plane::iceoryx2_config().clone();
