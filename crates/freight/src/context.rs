@@ -301,8 +301,12 @@ impl ContextBuilder {
         self
     }
 
-    /// Creates the context.
+    /// Creates the context. The first one raises the process's soft limit of
+    /// open files to the hard one: each topic costs a few descriptors.
     pub fn create(self) -> Result<Context, ContextError> {
+        // Topics cost descriptors; a desktop's soft limit (1024) would stop a
+        // node at a few dozen of them.
+        crate::fd_limit::raise_soft_limit();
         let domain_id = match self.domain_id {
             Some(d) => d,
             None => domain_from_env()?,

@@ -75,7 +75,13 @@ impl CreateError {
         E: std::error::Error + Send + Sync + 'static,
     {
         let topic = topic.to_owned();
-        move |e| CreateError::SharedMemory { topic, source: ShmError::doing(operation)(e) }
+        move |e| {
+            let source = ShmError::doing(operation)(e);
+            match crate::fd_limit::exhausted() {
+                Some((in_use, limit)) => CreateError::TooManyOpenFiles { topic, in_use, limit, source },
+                None => CreateError::SharedMemory { topic, source },
+            }
+        }
     }
 }
 
@@ -132,6 +138,24 @@ pub enum CreateError {
         /// The topic.
         topic: String,
         /// What failed.
+        #[source]
+        source: ShmError,
+    },
+    /// The process has as many file descriptors open as its limit allows: each
+    /// topic costs a few on the local plane. (freight raised the soft limit to
+    /// the hard one when the first context was made.)
+    #[error(
+        "topic {topic}: too many open files ({in_use} in use, limit {limit}): raise `ulimit -n` (the hard \
+         limit, where the soft one already is), or make fewer topics in this process; {source}"
+    )]
+    TooManyOpenFiles {
+        /// The topic.
+        topic: String,
+        /// Descriptors open.
+        in_use: usize,
+        /// The soft `RLIMIT_NOFILE`.
+        limit: u64,
+        /// What iceoryx2 could not do.
         #[source]
         source: ShmError,
     },

@@ -41,6 +41,7 @@ mod delivery;
 mod endpoint;
 mod error;
 mod executor;
+mod fd_limit;
 mod frame;
 pub mod graph;
 mod limits;

@@ -425,6 +425,10 @@ fn accepted(list: &str) -> BackendSet {
 }
 
 fn run_child(role: &str) {
+    if role == "many_topics" {
+        // Before any context: the limit the test gives, then as many topics as fit.
+        return many_topics();
+    }
     let cmds = commands();
     let t = param("FREIGHT_TEST_TOPIC");
     let n = node("child");
@@ -1707,6 +1711,67 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         assert_eq!(recovered, 1, "loans found no room after the holder died");
         kid.finish();
     }
+}
+
+const MANY_TOPICS_TEST: &str = "open_file_limits_are_raised_and_named";
+
+/// A child with `RLIMIT_NOFILE` set to FREIGHT_TEST_NOFILE (`soft hard`), then
+/// a publisher and a subscription on each of FREIGHT_TEST_COUNT topics: says
+/// `MADE n` and, on the first failure, `ERROR <message>`.
+fn many_topics() {
+    let limits: Vec<u64> = param("FREIGHT_TEST_NOFILE").split(' ').map(|v| v.parse().unwrap()).collect();
+    let r = libc::rlimit { rlim_cur: limits[0], rlim_max: limits[1] };
+    // SAFETY: a valid rlimit; lowering limits needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
+    let count: usize = param("FREIGHT_TEST_COUNT").parse().unwrap();
+    let n = Context::builder().local_only().create().unwrap().create_node("many").unwrap();
+    let mut endpoints = Vec::new();
+    for i in 0..count {
+        let t = format!("{}_{i}", param("FREIGHT_TEST_TOPIC"));
+        let made = n
+            .create_publisher::<UInt8MultiArray>(&t, 5)
+            .and_then(|p| n.create_subscription::<UInt8MultiArray>(&t, 5).map(|s| (p, s)));
+        match made {
+            Ok(pair) => endpoints.push(pair),
+            Err(e) => {
+                say(format!("MADE {i}"));
+                say(format!("ERROR {e}"));
+                return;
+            }
+        }
+    }
+    say(format!("MADE {count}"));
+}
+
+/// A desktop's soft limit of open files (here 128, the hard one 4096) is
+/// raised, so 100 topics fit; where the hard limit itself is reached, the error
+/// says "too many open files" with the numbers, not iceoryx2's `InternalFailure`.
+#[test]
+fn open_file_limits_are_raised_and_named() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("many");
+    let mut kid = Kid::spawn(
+        MANY_TOPICS_TEST,
+        "many_topics",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_NOFILE", "128 4096"), ("FREIGHT_TEST_COUNT", "100")],
+    );
+    assert_eq!(kid.expect("MADE", T), ["100"], "{:?}", kid.expect("ERROR", T));
+    kid.finish();
+    let t = topic("few");
+    let mut kid = Kid::spawn(
+        MANY_TOPICS_TEST,
+        "many_topics",
+        &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_NOFILE", "128 128"), ("FREIGHT_TEST_COUNT", "100")],
+    );
+    let made = kid.expect("MADE", T);
+    let count: usize = made[0].parse().unwrap();
+    assert!(count > 0 && count < 100, "{count} topics within 128 descriptors");
+    let error = kid.expect("ERROR", T).join(" ");
+    assert!(error.contains("too many open files") && error.contains("limit 128"), "{error} ({made:?})");
+    kid.finish();
 }
 
 const OTHER_USER_TEST: &str = "a_second_user_starts_a_node_and_receives_over_dds";
