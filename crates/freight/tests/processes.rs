@@ -1817,6 +1817,50 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
     kid.finish();
 }
 
+/// A subscriber process stopped while it holds received samples (a debugger
+/// at a breakpoint in its callback): the publisher goes on at full rate, the
+/// other subscriber gets everything, and the stopped one, continued, lets go.
+#[test]
+fn a_stopped_subscriber_holding_samples_slows_nobody() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let name = "a_stopped_subscriber_holding_samples_slows_nobody";
+    let t = topic("stopped_holder");
+    let n = node("stopped_holder");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str())];
+    let mut live = Kid::spawn(name, "live_sub", &env);
+    live.expect("READY", T);
+    let mut holder = Kid::spawn(name, "hold_sub", &env);
+    holder.expect("SUBSCRIBED", T);
+    wait_for_subscriptions(&p, 2);
+    for i in 0..3 {
+        publish_tagged(&p, 0, i).unwrap();
+    }
+    holder.expect("READY", T);
+    let signal = |sig| assert_eq!(unsafe { libc::kill(holder.pid() as libc::pid_t, sig) }, 0, "signal {sig}");
+    signal(libc::SIGSTOP);
+    let (start, mut slowest) = (Instant::now(), Duration::ZERO);
+    for i in 3..303 {
+        let t0 = Instant::now();
+        publish_tagged(&p, 0, i).unwrap_or_else(|e| panic!("publish {i} beside a stopped holder: {e}"));
+        slowest = slowest.max(t0.elapsed());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let elapsed = start.elapsed();
+    signal(libc::SIGCONT);
+    assert!(slowest < Duration::from_millis(50), "a publish took {slowest:?}");
+    assert!(elapsed < Duration::from_secs(3), "300 publishes took {elapsed:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    live.send("COUNT");
+    let got: usize = live.expect("COUNT", T)[0].parse().unwrap();
+    assert!(got >= 285, "the living subscriber received {got} of 303");
+    holder.finish();
+    live.finish();
+}
+
 /// A publisher stopped mid-stream and continued: its subscriber waits
 /// through the pause without an error and receives what follows.
 #[test]
