@@ -627,6 +627,10 @@ fn run_child(role: &str) {
         // Run as another user than the test's: says where its local plane is,
         // then reports the first message.
         "other_user_sub" => {
+            // Loopback DDS from freight's own settings: the test's CYCLONEDDS_URI
+            // file may lie where this user cannot read.
+            let ctx = Context::builder().dds_config(freight::DdsConfig::loopback()).create().unwrap();
+            let n = ctx.create_node("other_user").unwrap();
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
             let plane = freight::local_plane();
             say(format!("READY {} {:?}", plane.root.display(), plane.shared_root_owner));
@@ -1793,7 +1797,8 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
             "needs root to run a child as nobody",
         );
     }
-    const AS_NOBODY: [&str; 4] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    const AS_NOBODY: [&str; 7] =
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-u", "CYCLONEDDS_URI"];
     let exe = std::env::current_exe().unwrap();
     let reachable = Command::new(AS_NOBODY[0]).args(&AS_NOBODY[1..]).arg(&exe).arg("--list").output();
     if !reachable.is_ok_and(|o| o.status.success()) {
@@ -1806,7 +1811,8 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
     let _serial = serial();
     let t = topic("other_user");
     // This process's node makes (or finds) /tmp/iceoryx2, root's.
-    let n = node("first_user");
+    let ctx = Context::builder().dds_config(freight::DdsConfig::loopback()).create().unwrap();
+    let n = ctx.create_node("first_user").unwrap();
     let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
     let mut kid = Kid::spawn_under(&AS_NOBODY, OTHER_USER_TEST, "other_user_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
     let ready = kid.expect("READY", T);
