@@ -1797,15 +1797,23 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
             "needs root to run a child as nobody",
         );
     }
-    const AS_NOBODY: [&str; 7] =
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-u", "CYCLONEDDS_URI"];
-    let exe = std::env::current_exe().unwrap();
-    let reachable = Command::new(AS_NOBODY[0]).args(&AS_NOBODY[1..]).arg(&exe).arg("--list").output();
-    if !reachable.is_ok_and(|o| o.status.success()) {
+    // A copy of this binary that nobody can run (a clone may lie under a
+    // directory only root can enter), run as nobody without the test's
+    // CYCLONEDDS_URI file, which may lie there too.
+    let dir = freight_testkit::PrivateDir::new("freight-other-user");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.path().join("processes");
+    std::fs::copy(std::env::current_exe().unwrap(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!("exec '{}' \"$@\"", copy.display());
+    let as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-u", "CYCLONEDDS_URI"];
+    let wrapper: Vec<&str> = as_nobody.iter().copied().chain(["sh", "-c", &script]).collect();
+    let runs = Command::new(wrapper[0]).args(&wrapper[1..]).arg("sh").arg("--list").output();
+    if !runs.is_ok_and(|o| o.status.success()) {
         return freight_testkit::skip(
             OTHER_USER_TEST,
             freight_testkit::Lack::Setup,
-            "nobody cannot run this test binary here (setpriv, or its path)",
+            "setpriv cannot run a program as nobody",
         );
     }
     let _serial = serial();
@@ -1814,7 +1822,7 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
     let ctx = Context::builder().dds_config(freight::DdsConfig::loopback()).create().unwrap();
     let n = ctx.create_node("first_user").unwrap();
     let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
-    let mut kid = Kid::spawn_under(&AS_NOBODY, OTHER_USER_TEST, "other_user_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+    let mut kid = Kid::spawn_under(&wrapper, OTHER_USER_TEST, "other_user_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
     let ready = kid.expect("READY", T);
     assert_eq!(ready, ["/tmp/iceoryx2-uid65534/", "Some(0)"], "the second user's local plane");
     assert!(wait_until(T, || p.network_subscription_count() == 1), "the second user's subscription never matched");
