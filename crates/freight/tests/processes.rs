@@ -1818,9 +1818,9 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
     }
     let _serial = serial();
     let t = topic("other_user");
-    // This process's node makes (or finds) /tmp/iceoryx2, root's.
-    let ctx = Context::builder().dds_config(freight::DdsConfig::loopback()).create().unwrap();
-    let n = ctx.create_node("first_user").unwrap();
+    // This process's node makes (or finds) /tmp/iceoryx2, root's; its DDS is
+    // configured as every other test's here (a process configures a domain once).
+    let n = node("first_user");
     let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
     let mut kid = Kid::spawn_under(&wrapper, OTHER_USER_TEST, "other_user_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
     let ready = kid.expect("READY", T);

@@ -71,15 +71,15 @@ struct Segments {
 }
 
 impl Reservations {
-    /// Before a loan: whether `/dev/shm` still has [`SLACK`] free, once it was found
-    /// tight (a statvfs call then; nothing before).
-    pub(crate) fn check_room(&self) -> Result<(), NoRoom> {
+    /// Before a loan of `len` bytes: whether `/dev/shm` still has [`SLACK`] free,
+    /// once it was found tight (a statvfs call then; nothing before).
+    pub(crate) fn check_room(&self, len: usize) -> Result<(), NoRoom> {
         if !self.tight.load(Ordering::Relaxed) {
             return Ok(());
         }
         let (free, size) = space("/dev/shm");
         match free {
-            Some(f) if f < SLACK => Err(NoRoom { needed: SLACK, free, size }),
+            Some(f) if f < SLACK => Err(NoRoom { needed: len as u64, free, size }),
             _ => Ok(()),
         }
     }

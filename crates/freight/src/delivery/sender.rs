@@ -413,7 +413,7 @@ impl Sender {
                 Ok(FrameMut::Heap(v))
             }
             Route::Shm => {
-                self.reservations.check_room().map_err(|r| self.no_room(r))?;
+                self.reservations.check_room(total).map_err(|r| self.no_room(r))?;
                 let mut s = self.iox.loan_slice_uninit(total).map_err(ShmError::doing("loaning a sample"))?;
                 let base = s.payload_mut().as_mut_ptr().cast();
                 // Dropping the sample on error gives its chunk back.
