@@ -343,7 +343,13 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        // A stopped process would not die of SIGTERM; SIGKILL ends it in any state.
+        // Time to exit on its own once its stdin is closed (a killed stock node leaves
+        // Fast DDS's segments in /dev/shm); then SIGKILL, which ends a stopped one too.
+        self.close_stdin();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -53,6 +53,7 @@ def main():
         rclpy.init()
         node = rclpy.create_node(f"paused_{args.role}")
         spin_once = rclpy.spin_once
+        shutdown = rclpy.shutdown
     else:
         import freight
         from freight.msgs.std_msgs import UInt8MultiArray
@@ -60,10 +61,14 @@ def main():
         freight.init(local_only=True)
         node = freight.create_node(f"paused_{args.role}")
         spin_once = freight.spin_once
+        shutdown = freight.shutdown
     if args.role == "sub":
         subscribe(args, node, UInt8MultiArray, spin_once)
     else:
         publish(args, node, UInt8MultiArray)
+    # A clean exit: Fast DDS removes its shared-memory segments from /dev/shm.
+    node.destroy_node()
+    shutdown()
 
 
 def subscribe(args, node, msg_type, spin_once):
