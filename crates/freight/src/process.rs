@@ -53,31 +53,13 @@ pub(crate) fn is_own_node(id: u128) -> bool {
 /// The ids of the nodes iceoryx2 sees as dead (their process is gone, their
 /// files are not cleaned up yet). A node this process cannot inspect (another
 /// user's) counts as alive; so do all when the listing fails.
-///
-/// iceoryx2 reports a node that another process is cleaning up as dead too
-/// (`ProcessState::CleaningUp`), and a moment's wrong answer drops a living
-/// subscriber from a publisher's list until the next refresh: a subscriber in
-/// another pid namespace, whose liveness only this listing can tell, missed
-/// its messages in two full test runs, never alone (a transient answer is the
-/// likely reason, not a proven one). So a node counts as dead only when a
-/// second listing, a millisecond later, says so again; the second listing is
-/// made only when the first found a dead node.
 pub(crate) fn dead_nodes(config: &Config) -> HashSet<u128> {
-    let list = || {
-        let mut dead = HashSet::new();
-        let _ = iceoryx2::node::Node::<Ipc>::list(config, |state| {
-            if let NodeState::Dead(view) = state {
-                dead.insert(view.id().value());
-            }
-            CallbackProgression::Continue
-        });
-        dead
-    };
-    let first = list();
-    if first.is_empty() {
-        return first;
-    }
-    std::thread::sleep(std::time::Duration::from_millis(1));
-    let second = list();
-    first.intersection(&second).copied().collect()
+    let mut dead = HashSet::new();
+    let _ = iceoryx2::node::Node::<Ipc>::list(config, |state| {
+        if let NodeState::Dead(view) = state {
+            dead.insert(view.id().value());
+        }
+        CallbackProgression::Continue
+    });
+    dead
 }

@@ -769,7 +769,10 @@ fn run_child(role: &str) {
             say(format!("IDLE {} {} {}", s.is_none(), cpu.as_micros(), wall.as_micros()));
         }
         // Says its pid, waits for one subscription, publishes COUNT patterned
-        // 1 MiB loans.
+        // 1 MiB loans, and keeps the publisher until the parent is done: a
+        // subscriber that has not looked yet when a publisher goes loses what
+        // it sent (its segment goes with it), which a loaded machine made
+        // happen here.
         "pid_pub" => {
             let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
             say(format!("READY {}", std::process::id()));
@@ -781,6 +784,7 @@ fn run_child(role: &str) {
                 p.publish(m).unwrap();
             }
             say("SENT");
+            wait_for_parent(&cmds);
         }
         r => panic!("unknown child role {r}"),
     }
