@@ -1,5 +1,6 @@
 //! The operating-system facts every part of freight reads the same way: the
-//! clock shared by the processes of a host, and whether a process is gone.
+//! clock shared by the processes of a host, whether a process is gone, and the
+//! space of a file system (`/dev/shm` above all).
 
 /// Nanoseconds of CLOCK_MONOTONIC: one clock for every process (and every
 /// namespace) of a host, so a stamp taken in one process compares with one
@@ -71,4 +72,58 @@ pub fn allocate(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<
         return Ok(false);
     }
     Err(err)
+}
+
+/// Bytes of a file system, as `df` counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Free to an unprivileged process.
+    pub free: u64,
+    /// In use.
+    pub used: u64,
+    /// The file system's size.
+    pub total: u64,
+}
+
+/// The space of the file system at `path` (`statvfs`).
+///
+/// ```
+/// let s = freight_backend::os::space(std::path::Path::new("/"))?;
+/// assert!(s.free <= s.total && s.used <= s.total);
+/// # Ok::<_, std::io::Error>(())
+/// ```
+pub fn space(path: &std::path::Path) -> std::io::Result<Space> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs is plain old data; all-zero is a valid value for it to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid, writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(space_from(&st))
+}
+
+/// The space of the file system that holds `file` (`fstatvfs`).
+pub fn space_of(file: &std::fs::File) -> std::io::Result<Space> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: as in `space`.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor the caller's `File` owns and a valid, writable statvfs.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(space_from(&st))
+}
+
+fn space_from(st: &libc::statvfs) -> Space {
+    // The fields' widths differ between targets (u64 on x86-64 Linux).
+    #[allow(clippy::unnecessary_cast)]
+    let (block, avail, free, blocks) = (st.f_frsize as u64, st.f_bavail as u64, st.f_bfree as u64, st.f_blocks as u64);
+    Space {
+        free: avail.saturating_mul(block),
+        used: blocks.saturating_sub(free).saturating_mul(block),
+        total: blocks.saturating_mul(block),
+    }
 }

@@ -4,6 +4,9 @@
 //! process, and the limits that large data and many topics meet.
 
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use freight::backend::os;
 
 /// Below this, `/dev/shm` holds only a few large frames (Docker's default is 64 MB).
 const SMALL_SHM: u64 = 512 << 20;
@@ -41,23 +44,8 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
-/// Free and total bytes of the file system at `path`.
-fn space(path: &str) -> Option<(u64, u64)> {
-    let c = std::ffi::CString::new(path).ok()?;
-    // SAFETY: statvfs is plain old data; all-zero is a valid value for it to overwrite.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a valid, writable statvfs.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    // The fields' widths differ between targets (u64 on x86-64 Linux).
-    #[allow(clippy::unnecessary_cast)]
-    let (block, free, total) = (st.f_frsize as u64, st.f_bavail as u64, st.f_blocks as u64);
-    Some((free.saturating_mul(block), total.saturating_mul(block)))
-}
-
 fn shm() -> Finding {
-    let Some((free, total)) = space("/dev/shm") else {
+    let Ok(os::Space { free, total, .. }) = os::space(Path::new("/dev/shm")) else {
         return warn("/dev/shm", "missing or unreadable: freight's local plane needs it (mount a tmpfs there)".into());
     };
     let text = format!("{} of {} free", mib(free), mib(total));

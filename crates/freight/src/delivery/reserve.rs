@@ -17,11 +17,10 @@
 
 use std::fs::File;
 use std::ops::Range;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use freight_backend::maps;
+use freight_backend::{maps, os};
 
 use crate::sync::lock;
 
@@ -77,7 +76,7 @@ impl Reservations {
         if !self.tight.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let (free, size) = space("/dev/shm");
+        let (free, size) = free_and_total(os::space(std::path::Path::new("/dev/shm")));
         match free {
             Some(f) if f < SLACK => Err(NoRoom { needed: len as u64, free, size }),
             _ => Ok(()),
@@ -113,11 +112,11 @@ impl Reservations {
         if segment.reserved.iter().any(|r| r.start <= range.start && range.end <= r.end) {
             return Ok(());
         }
-        match freight_backend::os::allocate(file, range.start, len as u64) {
+        match os::allocate(file, range.start, len as u64) {
             Ok(true) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
                 self.tight.store(true, Ordering::Relaxed);
-                let (free, size) = space_of(file);
+                let (free, size) = free_and_total(os::space_of(file));
                 return Err(NoRoom { needed: len as u64, free, size });
             }
             // A file system that does not allocate ahead, or another refusal: its pages
@@ -128,7 +127,7 @@ impl Reservations {
             }
         }
         insert(&mut segment.reserved, range);
-        if space_of(file).0.is_some_and(|free| free < SLACK) {
+        if os::space_of(file).is_ok_and(|s| s.free < SLACK) {
             self.tight.store(true, Ordering::Relaxed);
         }
         Ok(())
@@ -165,38 +164,15 @@ fn insert(ranges: &mut Vec<Range<u64>>, mut range: Range<u64>) {
     ranges.insert(at, range);
 }
 
-/// Free and total bytes of the file system of `file`.
-fn space_of(file: &File) -> (Option<u64>, Option<u64>) {
-    // SAFETY: statvfs is plain old data; all-zero is a valid value for it to overwrite.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor this process owns and a valid, writable statvfs.
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
-        return (None, None);
-    }
-    sizes(&st)
-}
-
-/// Free and total bytes of the file system at `path`.
-fn space(path: &str) -> (Option<u64>, Option<u64>) {
-    let Ok(path) = std::ffi::CString::new(path) else { return (None, None) };
-    // SAFETY: as in `space_of`.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a valid, writable statvfs.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return (None, None);
-    }
-    sizes(&st)
-}
-
-fn sizes(st: &libc::statvfs) -> (Option<u64>, Option<u64>) {
-    // The fields' widths differ between targets (u64 on x86-64 Linux).
-    #[allow(clippy::unnecessary_cast)]
-    let (block, free, total) = (st.f_frsize as u64, st.f_bavail as u64, st.f_blocks as u64);
-    (Some(free.saturating_mul(block)), Some(total.saturating_mul(block)))
+/// Free and total bytes, each `None` when unknown.
+fn free_and_total(space: std::io::Result<os::Space>) -> (Option<u64>, Option<u64>) {
+    space.map_or((None, None), |s| (Some(s.free), Some(s.total)))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsRawFd;
+
     use super::*;
 
     #[test]

@@ -26,14 +26,7 @@ pub fn count_files(dir: &Path) -> Option<usize> {
 
 /// Bytes in use on the file system of `dir` (for tmpfs: memory its files occupy).
 pub fn used_bytes(dir: &Path) -> Option<u64> {
-    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: statvfs is plain old data; all-zero is a valid value for it to overwrite.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is NUL-terminated and `st` is a valid, writable statvfs.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some((st.f_blocks - st.f_bfree) as u64 * st.f_frsize as u64)
+    freight::backend::os::space(dir).ok().map(|s| s.used)
 }
 
 /// Open file descriptors of `pid`.
