@@ -56,22 +56,23 @@ pub(super) struct PeerSummary {
 #[derive(Default)]
 pub(super) struct MissedReceivers {
     any: AtomicBool,
-    /// Each missed subscriber (if known) and whether it was a reliable one.
+    /// Each missed subscriber (if known) and whether the publisher waited for it.
     list: Mutex<Vec<(Option<SubscriberAd>, bool)>>,
 }
 
 /// What [`Sender::unannounced_misses`] found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Unannounced {
-    /// Reliable subscribers that missed the sample, as far as can be told.
-    pub(super) reliable: usize,
+    /// Subscribers the publisher waits for that missed the sample, as far as
+    /// can be told.
+    pub(super) waited_for: usize,
     /// Whether any subscriber missed it.
     pub(super) any: bool,
 }
 
 impl MissedReceivers {
-    fn record(&self, ad: Option<SubscriberAd>, reliable: bool) {
-        lock(&self.list).push((ad, reliable));
+    fn record(&self, ad: Option<SubscriberAd>, waited_for: bool) {
+        lock(&self.list).push((ad, waited_for));
         self.any.store(true, Ordering::Release);
     }
 
@@ -242,11 +243,11 @@ impl Sender {
         }
         let subs = lock(&self.subscribers);
         let unexplained = subs.len().saturating_sub(recipients + handled.len());
-        let reliable = subs.values().filter(|s| s.ad.is_waited_for_by(&self.qos)).count();
-        if unexplained == 0 || reliable == 0 {
-            return Unannounced { reliable: 0, any: unexplained > 0 };
+        let waited_for = subs.values().filter(|s| s.ad.is_waited_for_by(&self.qos)).count();
+        if unexplained == 0 || waited_for == 0 {
+            return Unannounced { waited_for: 0, any: unexplained > 0 };
         }
-        let reliable_unhandled = reliable.saturating_sub(handled.iter().filter(|(_, r)| *r).count());
-        Unannounced { reliable: unexplained.min(reliable_unhandled), any: true }
+        let unhandled = waited_for.saturating_sub(handled.iter().filter(|(_, w)| *w).count());
+        Unannounced { waited_for: unexplained.min(unhandled), any: true }
     }
 }

@@ -217,8 +217,8 @@ impl Sender {
                 let noting = self.unattached.as_ref().filter(|_| !device.is_empty()).map(|u| u.for_send());
                 let sent = sample.send();
                 let handled = self.missed.take();
-                for &(ad, reliable) in &handled {
-                    missed += usize::from(reliable);
+                for &(ad, waited_for) in &handled {
+                    missed += usize::from(waited_for);
                     if let Some(ad) = ad {
                         self.release_for(&ad, device);
                     }
@@ -229,7 +229,7 @@ impl Sender {
                 let unknown = match sent {
                     Ok(recipients) => {
                         let unannounced = self.unannounced_misses(recipients, &handled);
-                        missed += unannounced.reliable;
+                        missed += unannounced.waited_for;
                         unannounced.any
                     }
                     // The send stopped counting recipients.
@@ -248,7 +248,7 @@ impl Sender {
     }
 
     /// Wakes blocking subscriptions when one was given something, and reports
-    /// the reliable ones that missed the message.
+    /// those waited for that missed the message.
     fn delivered(&self, wake: bool, missed: usize) -> Result<(), PublishError> {
         if wake {
             // A failed wake-up leaves data queued; the subscriber sees it on its
