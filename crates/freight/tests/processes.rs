@@ -1821,6 +1821,7 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
         );
     }
     let _serial = serial();
+    let _plane = LeftByNobody::note();
     let t = topic("other_user");
     // This process's node makes (or finds) /tmp/iceoryx2, root's; its DDS is
     // configured as every other test's here (a process configures a domain once).
@@ -1833,6 +1834,36 @@ fn a_second_user_starts_a_node_and_receives_over_dds() {
     publish_tagged(&p, 0, 1).unwrap();
     assert_eq!(kid.expect("GOT", T), ["1024", "Network"]);
     kid.finish();
+}
+
+/// What nobody's local plane leaves behind its last node (its directory, and
+/// iceoryx2's global segment in `/dev/shm`): removed when the test ends,
+/// unless it was there before.
+struct LeftByNobody {
+    was_there: bool,
+}
+
+impl LeftByNobody {
+    const DIR: &str = "/tmp/iceoryx2-uid65534";
+    const SHM_PREFIX: &str = "iox2u65534_";
+
+    fn note() -> Self {
+        LeftByNobody { was_there: Path::new(Self::DIR).exists() }
+    }
+}
+
+impl Drop for LeftByNobody {
+    fn drop(&mut self) {
+        if self.was_there {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(Self::DIR);
+        for e in std::fs::read_dir("/dev/shm").into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(Self::SHM_PREFIX) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
 }
 
 /// A subscriber process stopped while it holds received samples (a debugger
