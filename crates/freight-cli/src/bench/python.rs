@@ -7,7 +7,7 @@
 //! then passes the child's exit status through; its output goes straight to the terminal.
 
 use std::ffi::{OsStr, OsString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 
 use clap::{Args, FromArgMatches};
@@ -22,6 +22,36 @@ pub const PYTHON_ENV: &str = "FREIGHT_PYTHON";
 const DEFAULT_PYTHON: &str = "python3";
 /// The module that runs the benchmark.
 const MODULE: &str = "freight.bench";
+
+/// The interpreters of the Python stacks that `bench ros2` and `bench paused` compare:
+/// stock ROS 2 from PyPI (installed by `scripts/install-deps.sh`) and freight's.
+#[derive(Debug, Clone, Args)]
+pub struct StackInterpreters {
+    /// The stock ROS 2 Jazzy interpreter (rclpy, sensor_msgs, std_msgs, numpy).
+    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-jazzy/bin/python")]
+    pub ros_jazzy: PathBuf,
+
+    /// The stock ROS 2 Kilted interpreter.
+    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-kilted/bin/python")]
+    pub ros_kilted: PathBuf,
+
+    /// freight's Python interpreter (freight's package and numpy) [default: $FREIGHT_PYTHON,
+    /// else .venv/bin/python].
+    #[arg(long, value_name = "PYTHON")]
+    pub python: Option<PathBuf>,
+}
+
+impl StackInterpreters {
+    /// freight's interpreter: `--python`, else `$FREIGHT_PYTHON` (when set and not empty),
+    /// else the project's `.venv`.
+    pub fn freight(&self) -> PathBuf {
+        match (&self.python, std::env::var_os(PYTHON_ENV)) {
+            (Some(p), _) => p.clone(),
+            (None, Some(env)) if !env.is_empty() => PathBuf::from(env),
+            _ => PathBuf::from(".venv/bin/python"),
+        }
+    }
+}
 
 /// Runs the Python benchmark for `args` and returns its exit status.
 pub fn run(args: &LatencyArgs) -> Result<ExitCode, BenchError> {

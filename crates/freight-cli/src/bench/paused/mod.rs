@@ -29,6 +29,7 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use super::args::parse_seconds;
+use super::python::StackInterpreters;
 use super::ros2::namespace;
 use super::ros2::STOCK_ENV_REMOVED;
 use super::sys::{lines_of, tail_of};
@@ -98,17 +99,8 @@ pub struct PausedArgs {
     #[arg(long, value_parser = parse_seconds, default_value = "4", value_name = "SECS")]
     pub stop_for: Duration,
 
-    /// The stock ROS 2 Jazzy interpreter (rclpy, std_msgs, numpy).
-    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-jazzy/bin/python")]
-    pub ros_jazzy: PathBuf,
-
-    /// The stock ROS 2 Kilted interpreter.
-    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-kilted/bin/python")]
-    pub ros_kilted: PathBuf,
-
-    /// freight's Python interpreter [default: $FREIGHT_PYTHON, else .venv/bin/python].
-    #[arg(long, value_name = "PYTHON")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub interpreters: StackInterpreters,
 
     /// Also write the rows as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -214,13 +206,9 @@ fn script_error(e: std::io::Error) -> BenchError {
 
 fn interpreter(args: &PausedArgs, stack: Stack) -> PathBuf {
     match stack {
-        Stack::Jazzy => args.ros_jazzy.clone(),
-        Stack::Kilted => args.ros_kilted.clone(),
-        Stack::FreightPy => match (&args.python, std::env::var_os(super::python::PYTHON_ENV)) {
-            (Some(p), _) => p.clone(),
-            (None, Some(env)) if !env.is_empty() => PathBuf::from(env),
-            _ => PathBuf::from(".venv/bin/python"),
-        },
+        Stack::Jazzy => args.interpreters.ros_jazzy.clone(),
+        Stack::Kilted => args.interpreters.ros_kilted.clone(),
+        Stack::FreightPy => args.interpreters.freight(),
     }
 }
 

@@ -62,6 +62,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use super::args::parse_seconds;
+use super::python::StackInterpreters;
 use super::{check_output_path, BenchError};
 
 /// The stock node, embedded: stock rclpy only.
@@ -87,9 +88,6 @@ pub const STOCK_ENV_REMOVED: &[&str] = &[
     "ROS_STATIC_PEERS",
     "ROS_DISABLE_LOANED_MESSAGES",
 ];
-
-/// The environment variable naming freight's Python interpreter when `--python` is not given.
-const PYTHON_ENV: &str = super::python::PYTHON_ENV;
 
 /// A stack: who publishes and who subscribes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
@@ -218,18 +216,8 @@ pub struct Ros2Args {
     #[arg(long, value_parser = parse_seconds, value_name = "SECS")]
     pub duration: Option<Duration>,
 
-    /// The stock ROS 2 Jazzy interpreter (rclpy, sensor_msgs, std_msgs, numpy).
-    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-jazzy/bin/python")]
-    pub ros_jazzy: PathBuf,
-
-    /// The stock ROS 2 Kilted interpreter.
-    #[arg(long, value_name = "PYTHON", default_value = ".venv-ros-kilted/bin/python")]
-    pub ros_kilted: PathBuf,
-
-    /// freight's Python interpreter (freight's package and numpy) [default: $FREIGHT_PYTHON,
-    /// else .venv/bin/python].
-    #[arg(long, value_name = "PYTHON")]
-    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub interpreters: StackInterpreters,
 
     /// Also write every row, with its raw latencies, as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -303,20 +291,15 @@ impl Plan {
             return Err(BenchError::new("--count 0 measures nothing", "give at least 1 (default 200)"));
         }
         let duration = args.duration.unwrap_or(Duration::from_secs(if quick { 2 } else { 8 }));
-        let freight_py = match (&args.python, std::env::var_os(PYTHON_ENV)) {
-            (Some(p), _) => p.clone(),
-            (None, Some(env)) if !env.is_empty() => PathBuf::from(env),
-            _ => PathBuf::from(".venv/bin/python"),
-        };
         Ok(Plan {
             messages,
             stacks,
             warmup,
             count,
             duration,
-            jazzy: args.ros_jazzy.clone(),
-            kilted: args.ros_kilted.clone(),
-            freight_py,
+            jazzy: args.interpreters.ros_jazzy.clone(),
+            kilted: args.interpreters.ros_kilted.clone(),
+            freight_py: args.interpreters.freight(),
         })
     }
 
