@@ -35,7 +35,8 @@ const HASH_KEY: &str = "freight.type_hash";
 /// The two iceoryx2 services of a topic, opened by one node.
 pub(crate) struct TopicServices {
     pub data: DataService,
-    pub event: EventService,
+    /// Shared with the wake-up a subscription's DDS reader makes when it needs one.
+    pub event: Arc<EventService>,
 }
 
 pub(crate) fn open_services(
@@ -93,7 +94,7 @@ pub(crate) fn open_services(
         .max_listeners(limits.max_subscriptions)
         .open_or_create()
         .map_err(CreateError::shm(topic, "opening the wake-up service"))?;
-    Ok(TopicServices { data, event })
+    Ok(TopicServices { data, event: Arc::new(event) })
 }
 
 fn existing_type(node: &iceoryx2::node::Node<Ipc>, name: &ServiceName) -> Option<String> {

@@ -456,6 +456,36 @@ fn hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive() {
     raw.finish();
 }
 
+/// A take that waits is woken by a message from DDS, as by one from shared
+/// memory: the subscription makes its DDS wake-up at the first arrival (before,
+/// at creation). Without the wake-up each take would last its whole timeout.
+#[test]
+fn a_waiting_take_wakes_for_messages_from_dds() {
+    const NAME: &str = "a_waiting_take_wakes_for_messages_from_dds";
+    if child(NAME) {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("wake");
+    let node = node("net_wake");
+    let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(16)).expect("subscription");
+    let raw = Peer::freight(NAME, "raw", false, &topic, 0);
+    let timeout = Duration::from_secs(15);
+    // Three hostile samples (one typed error each), then the image.
+    for k in 0..4 {
+        let t0 = Instant::now();
+        let got = sub.take(timeout);
+        let waited = t0.elapsed();
+        assert!(waited < timeout - Duration::from_millis(500), "take {k} was not woken ({waited:?}): {got:?}");
+        match got {
+            Err(TakeError::MalformedCdr(_)) if k < 3 => {}
+            Ok(Some(img)) if k == 3 => assert_eq!(*img, image(7, 16, 8)),
+            other => panic!("take {k}: {other:?}"),
+        }
+    }
+    raw.finish();
+}
+
 /// Hostile `ros_discovery_info` announcements cost bounded time and are not
 /// believed; a well-formed one from the same participant names its node.
 #[test]

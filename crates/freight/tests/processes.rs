@@ -429,6 +429,9 @@ fn run_child(role: &str) {
         // Before any context: the limit the test gives, then as many topics as fit.
         return many_topics();
     }
+    if role == "endpoint_fds" {
+        return endpoint_fds();
+    }
     let cmds = commands();
     let t = param("FREIGHT_TEST_TOPIC");
     let n = node("child");
@@ -1749,6 +1752,47 @@ fn many_topics() {
         }
     }
     say(format!("MADE {count}"));
+}
+
+/// Open descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// A child that creates FREIGHT_TEST_COUNT publishers, then as many
+/// subscriptions, each on a topic of its own, with the network plane on, and
+/// says the descriptors each kind added, in hundredths: `FDS <pub> <sub>`.
+fn endpoint_fds() {
+    let count: usize = param("FREIGHT_TEST_COUNT").parse().unwrap();
+    let topic = |i: usize| format!("{}_{i}", param("FREIGHT_TEST_TOPIC"));
+    let n = node("fds");
+    let before = open_fds();
+    let pubs: Vec<_> = (0..count).map(|i| n.create_publisher::<UInt8MultiArray>(&topic(i), 5).unwrap()).collect();
+    let with_pubs = open_fds();
+    let subs: Vec<_> =
+        (0..count).map(|i| n.create_subscription::<UInt8MultiArray>(&topic(count + i), 5).unwrap()).collect();
+    let with_subs = open_fds();
+    say(format!("FDS {} {}", (with_pubs - before) * 100 / count, (with_subs - with_pubs) * 100 / count));
+    drop((subs, pubs));
+}
+
+/// What an idle endpoint costs in descriptors: iceoryx2's port tag, the
+/// static and dynamic configs of the topic's two services, and the port's own
+/// segments or wake-up socket (8 today). A subscription's notifier for DDS
+/// arrivals (three more) is made only when something arrives over DDS.
+#[test]
+fn an_idle_endpoint_costs_few_descriptors() {
+    const NAME: &str = "an_idle_endpoint_costs_few_descriptors";
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let t = topic("fds");
+    let mut kid = Kid::spawn(NAME, "endpoint_fds", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_COUNT", "20")]);
+    let fds = kid.expect("FDS", T);
+    let (publisher, subscription): (usize, usize) = (fds[0].parse().unwrap(), fds[1].parse().unwrap());
+    assert!(publisher <= 900, "a publisher costs {:.2} descriptors", publisher as f64 / 100.0);
+    assert!(subscription <= 900, "a subscription costs {:.2} descriptors", subscription as f64 / 100.0);
+    kid.finish();
 }
 
 /// A desktop's soft limit of open files (here 128, the hard one 4096) is

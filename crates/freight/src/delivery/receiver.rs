@@ -5,6 +5,7 @@
 //! [`super::import`] reads what it receives.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use crate::node::Node;
 use crate::qos::{Durability, History, QoS};
 use crate::sample::Transport;
 use crate::sync::lock;
-use crate::topic::{local_topic, open_services, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::topic::{local_topic, open_services, EventService, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
 type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;
@@ -105,6 +106,35 @@ pub(crate) enum Arrival {
     Cdr(ReceivedCdr),
 }
 
+/// How a subscription's DDS reader wakes the topic's waiting subscriptions,
+/// as a local publisher does: through an iceoryx2 notifier made at the first
+/// arrival. Most topics of a host never receive over DDS, and a notifier costs
+/// three descriptors (its port tag, a mapping of each listener's event segment,
+/// a socket). One that cannot be made is tried again at the next arrival and
+/// said once on stderr; until then a waiting take sees DDS data at its timeout.
+fn dds_wake_up(topic: &str, event: Arc<EventService>) -> Box<dyn Fn() + Send + Sync> {
+    let topic = topic.to_owned();
+    let notifier = Mutex::new(None);
+    let said = AtomicBool::new(false);
+    Box::new(move || {
+        let mut notifier = lock(&notifier);
+        if notifier.is_none() {
+            match event.notifier_builder().create() {
+                Ok(n) => *notifier = Some(n),
+                Err(e) if !said.swap(true, Ordering::Relaxed) => eprintln!(
+                    "freight: {topic}: cannot make the wake-up for messages from DDS ({e:?}); \
+                     a waiting take sees them at its timeout"
+                ),
+                Err(_) => {}
+            }
+        }
+        if let Some(n) = notifier.as_ref() {
+            // A failed wake-up leaves the message queued for the next look.
+            let _ = n.notify();
+        }
+    })
+}
+
 impl Receiver {
     /// Opens the ports of a receiver of `ty` on `topic` (the fully qualified
     /// name) that takes memory of `accepts` as is and waits as `wait` says:
@@ -158,14 +188,7 @@ impl Receiver {
             .map_err(CreateError::shm(topic, "creating the subscriber port"))?;
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
-                // DDS arrivals wake this topic's waiting subscriptions as a local
-                // publisher does.
-                let notifier = services
-                    .event
-                    .notifier_builder()
-                    .create()
-                    .map_err(CreateError::shm(topic, "creating the DDS reader's notifier"))?;
-                let wake = Box::new(move || _ = notifier.notify());
+                let wake = dds_wake_up(topic, Arc::clone(&services.event));
                 let tag = PeerTag::of_this_process(node, None, Some(accepts));
                 let r = NetworkReader::new(&participant, node, topic, &ty.dds_name, &qos, &tag, wake);
                 Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
