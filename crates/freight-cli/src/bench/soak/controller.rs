@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::super::resources::{self, Memory};
 use super::chaos::{Action, Planner};
 use super::fleet::{Event, Fleet, Line, State, GRAPH};
 use super::ledger::{Ledger, LOSS_LAG, NOT_CONNECTED, NOT_CONNECTED_WHY};
 use super::protocol::{Command, Fault, Mode, Report, Topology};
 use super::report::{ChaosCounts, DeviceHolds, Files, Outcome, Phases, SubscriptionRow, TopologyRow, WorkerSample};
-use super::resources::{self, Memory};
 use super::verdict::{self, Evidence};
 use super::{pool, BenchError, SoakArgs};
 use super::{settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SETTLE_WARM, STALE_MARGIN, STALL_LIMIT};

@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, Command as Process, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use super::namespace::PRIVATE_SHM;
+use super::super::private_host::PRIVATE_SHM;
 use super::protocol::{Command, Mode, Report, Role};
 
 /// The graph's workers, by name, in the order they start: subscriptions before their

@@ -25,7 +25,7 @@
 //! # Isolation
 //!
 //! The soak needs root. It re-executes itself under `unshare --net --mount` with fresh tmpfs
-//! mounts on /dev/shm and /tmp/iceoryx2 ([`namespace`]): a network namespace with only a
+//! mounts on /dev/shm and /tmp/iceoryx2 (`bench/private_host.rs`): a network namespace with only a
 //! loopback and shared memory nobody else uses, so that its file counts are its own and no
 //! DDS traffic reaches the machine's interfaces. The `dds-sub` worker additionally gets a
 //! mount namespace of its own, with its own tmpfs mounts: freight takes it for another host.
@@ -105,12 +105,10 @@ mod chaos;
 mod controller;
 mod fleet;
 mod ledger;
-mod namespace;
 mod payload;
 mod pool;
 mod protocol;
 mod report;
-mod resources;
 mod rng;
 mod schedule;
 mod verdict;
@@ -247,9 +245,12 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
         check_output_path(path, "--json")?;
     }
     if !args.inside_namespace {
-        return namespace::reexec();
+        return super::private_host::reexec(
+            "freight bench soak",
+            ", and its DDS pair on a second \"host\" (another mount namespace)",
+        );
     }
-    namespace::enter()?;
+    super::private_host::enter("freight bench soak")?;
     crate::stop::install();
     super::sys::quiet_iceoryx2_logs();
     let seed = args.seed.unwrap_or_else(|| rng::mix(freight::clock::monotonic_ns() ^ u64::from(std::process::id())));

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::super::resources::Memory;
 use super::ledger::{FaultRecord, Loss};
 use super::protocol::Topology;
-use super::resources::Memory;
 use super::BenchError;
 use crate::bench::args::format_size;
 
