@@ -264,6 +264,13 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     /// Internal: a worker process of `bench soak`.
     #[command(hide = true, name = "soak-worker")]
     SoakWorker(bench::SoakWorkerArgs),
+    /// Many processes with many topics on one host: matching, `topic list`, descriptors,
+    /// memory, and what a killed one leaves (needs root).
+    #[command(long_about = SCALE_ABOUT)]
+    Scale(bench::ScaleArgs),
+    /// Internal: a worker process of `bench scale`.
+    #[command(hide = true, name = "scale-worker")]
+    ScaleWorker(bench::ScaleWorkerArgs),
     /// Multi-node CPU-GPU pipelines (seed 002): run time and overhead against the native program.
     #[command(long_about = PIPELINE_ABOUT)]
     Pipeline(bench::PipelineArgs),
@@ -286,6 +293,20 @@ subscriber received, and what the stopped one received once continued, or the ex
 that ended it. Stacks: jazzy, kilted (stock rclpy on its defaults, from --ros-jazzy,
 --ros-kilted) and freight-py (--python, $FREIGHT_PYTHON or .venv/bin/python). Needs root:
 everything runs in a private network namespace. --json FILE writes the rows.";
+
+const SCALE_ABOUT: &str = "\
+Many processes with many topics on one host, as a robot's whole stack runs them.
+
+--processes (50) worker processes each create --endpoints (40) endpoints, half publishers
+and half subscriptions, of std_msgs/UInt8MultiArray on --topics (1000) topics; every
+subscription's publisher is in another process, and every worker has DDS on. The table
+shows how long until every endpoint existed and every subscription saw its publisher, the
+creation time per endpoint, descriptors and resident memory per process, how long `freight
+topic list` and `topic info` take (this host's endpoints, --spin-time 0), what /dev/shm
+holds, the files a worker killed with SIGKILL left once its successor started, and the files
+left when all exited (both must be none; the exit status is 1 otherwise). Needs root: it
+runs in a private host (its own loopback, /dev/shm and /tmp/iceoryx2). --json FILE writes
+the result.";
 
 const PIPELINE_ABOUT: &str = "\
 Multi-node CPU-GPU pipelines, the experiment of the Verona paper (seed 002), against the
@@ -390,6 +411,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Bench(BenchCommand::Soak(args)) => bench::run_soak(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::SoakWorker(args)) => return bench::run_soak_worker(&args),
+        Command::Bench(BenchCommand::Scale(args)) => bench::run_scale(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCommand::ScaleWorker(args)) => return bench::run_scale_worker(&args),
         Command::Bench(BenchCommand::Pipeline(args)) => {
             bench::run_pipeline(&args).map(|_| ExitCode::SUCCESS).map_err(|e| e.to_string())
         }

@@ -246,10 +246,14 @@ fn discovery_settings(d: &DiscoveryOptions) -> Vec<Setting> {
         "auto",
         &format!("ROS_AUTOMATIC_DISCOVERY_RANGE={range}: well-known unicast ports, as rmw_cyclonedds sets them"),
     ));
+    // rmw_cyclonedds allows 32, and a 34th participant on the host then fails to start;
+    // stock nodes on Fast DDS, ROS 2's default, have no such limit. 119 is the most whose
+    // unicast ports stay within the domain's block of 250 (7410 + 250 * domain + 2 * index).
     out.push(setting(
         "Discovery/MaxAutoParticipantIndex",
-        "32",
-        "participants per host reachable by unicast discovery, as rmw_cyclonedds sets it",
+        "119",
+        "participants per host with well-known unicast ports (120: a robot's processes, where \
+         rmw_cyclonedds's 32 stops the 34th)",
     ));
     if d.range == DiscoveryRange::Localhost {
         out.push(setting(

@@ -66,7 +66,8 @@
 //! in a private network namespace. `freight bench throughput` (the `throughput` module) runs a
 //! publisher in a tight loop to N subscriber processes and documents its own protocol.
 //! `freight bench soak` (the `soak` module) is a chaos soak, not a measurement: its module
-//! documents the graph, the chaos and every check. `freight bench pipeline` (the `pipeline`
+//! documents the graph, the chaos and every check. `freight bench scale` (the `scale`
+//! module) starts many processes with many topics and measures the graph, not the data. `freight bench pipeline` (the `pipeline`
 //! module) reproduces seed 002's CPU–GPU pipelines and documents its protocol.
 
 mod args;
@@ -86,6 +87,7 @@ pub(crate) mod python;
 mod report;
 mod resources;
 mod ros2;
+mod scale;
 mod soak;
 mod stats;
 mod sys;
@@ -104,6 +106,7 @@ pub use paused::{run as run_paused, PausedArgs};
 pub use pipeline::{run as run_pipeline, run_worker as run_pipeline_worker, PipelineArgs, PipelineWorkerArgs};
 pub use report::RowStats;
 pub use ros2::{run as run_ros2, run_peer as run_ros2_peer, Ros2Args, Ros2PeerArgs};
+pub use scale::{run as run_scale, run_worker as run_scale_worker, ScaleArgs, ScaleWorkerArgs};
 pub use soak::{run as run_soak, run_worker as run_soak_worker, SoakArgs, SoakWorkerArgs};
 pub use throughput::run as run_throughput;
 pub use transport::{Placement, Transport, WaitMode};
