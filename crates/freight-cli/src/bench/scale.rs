@@ -8,7 +8,8 @@
 //! `std_msgs/UInt8MultiArray` on `--topics` topics `/scale/t<k>`: worker `i` publishes the
 //! topics `i·E/2 .. (i+1)·E/2` (modulo the topic count) and subscribes to those of worker
 //! `i+1`, so every subscription's publisher is in another process. Every worker has the
-//! network plane on (DDS on the private loopback), as a node has by default.
+//! network plane on (DDS on the private loopback), as a node has by default, unless
+//! `--local-only`.
 //!
 //! # The run
 //!
@@ -64,6 +65,10 @@ pub struct ScaleArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub topics: u32,
 
+    /// Workers without the network plane (shared memory only), to see what DDS costs.
+    #[arg(long)]
+    pub local_only: bool,
+
     /// Also write the result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -88,11 +93,16 @@ pub struct ScaleWorkerArgs {
     /// See [`ScaleArgs::topics`].
     #[arg(long)]
     pub topics: u32,
+    /// See [`ScaleArgs::local_only`].
+    #[arg(long)]
+    pub local_only: bool,
 }
 
 /// What one run found.
 #[derive(Debug, Serialize)]
 pub struct ScaleResult {
+    /// Whether the workers had the network plane off.
+    pub local_only: bool,
     /// See [`ScaleArgs::processes`].
     pub processes: u32,
     /// See [`ScaleArgs::endpoints`].
@@ -170,6 +180,7 @@ impl Worker {
             .args(["bench", "scale-worker", "--index", &index.to_string()])
             .args(["--processes", &args.processes.to_string(), "--endpoints", &args.endpoints.to_string()])
             .args(["--topics", &args.topics.to_string()])
+            .args(args.local_only.then_some("--local-only"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -297,6 +308,7 @@ fn measure(args: &ScaleArgs) -> Result<ScaleResult, String> {
     let n = args.processes as f64;
     let per_endpoint = f64::from(args.endpoints);
     Ok(ScaleResult {
+        local_only: args.local_only,
         processes: args.processes,
         endpoints_per_process: args.endpoints,
         topics: args.topics,
@@ -343,8 +355,11 @@ fn print(r: &ScaleResult) {
         (
             "graph",
             format!(
-                "{} processes x {} endpoints on {} topics ({endpoints} endpoints)",
-                r.processes, r.endpoints_per_process, r.topics
+                "{} processes x {} endpoints on {} topics ({endpoints} endpoints), {}",
+                r.processes,
+                r.endpoints_per_process,
+                r.topics,
+                if r.local_only { "shared memory only" } else { "with DDS" }
             ),
         ),
         ("all created", format!("{:.2} s", r.all_created_s)),
@@ -396,8 +411,9 @@ fn worker(args: &ScaleWorkerArgs) -> Result<(), String> {
         let n = (u64::from(owner) * u64::from(half) + u64::from(k)) % u64::from(args.topics);
         format!("/scale/t{n}")
     };
-    let ctx =
-        Context::builder().domain_id(DOMAIN).dds_config(DdsConfig::loopback()).create().map_err(|e| e.to_string())?;
+    let builder = Context::builder().domain_id(DOMAIN);
+    let builder = if args.local_only { builder.local_only() } else { builder.dds_config(DdsConfig::loopback()) };
+    let ctx = builder.create().map_err(|e| e.to_string())?;
     let node = ctx.create_node(&format!("scale_{}", args.index)).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let publishers = (0..half)
@@ -410,10 +426,16 @@ fn worker(args: &ScaleWorkerArgs) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     say(&format!("READY {:.3}", t0.elapsed().as_secs_f64() * 1000.0));
-    let mut waiting: Vec<_> = subscriptions.iter().collect();
-    while !waiting.is_empty() {
-        waiting.retain(|s| s.publisher_count() == 0);
-        std::thread::sleep(Duration::from_millis(20));
+    // `publisher_count` looks for dead nodes first (a listing of the host's nodes): asked
+    // of one subscription at a time, every 50 ms, so that the looking does not slow the
+    // other workers' creation it measures.
+    let mut matched = 0;
+    while matched < subscriptions.len() {
+        if subscriptions[matched].publisher_count() > 0 {
+            matched += 1;
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     say(&format!("MATCHED {:.3}", t0.elapsed().as_secs_f64() * 1000.0));
     // Until the controller closes stdin (or dies).
