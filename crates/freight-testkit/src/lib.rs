@@ -1,4 +1,5 @@
-//! What freight's tests share: how a test that cannot run on this machine says so.
+//! What freight's tests share: how a test that cannot run on this machine says so, and
+//! how a test stops another process for sure.
 //!
 //! libtest captures what `eprintln!` prints, so a skip reported that way vanishes from a
 //! green run. [`skip`] writes to the process's stderr directly, which libtest does not
@@ -138,4 +139,45 @@ pub fn other_host_available(test: &str) -> bool {
         skip(test, Lack::Setup, "no private /dev/shm (needs root and `unshare --mount`)");
     }
     ok
+}
+
+/// Stops process `pid` with `SIGSTOP` and returns once every one of its threads is
+/// stopped. `kill` returns before that: a thread running on another CPU (or on a vCPU the
+/// host has not scheduled) goes on for a moment, long enough to serve one more request.
+/// Panics if the process is not stopped within 10 s.
+pub fn stop_process(pid: u32) {
+    let id = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: sending a signal touches no memory of this process.
+    assert_eq!(unsafe { libc::kill(id, libc::SIGSTOP) }, 0, "SIGSTOP to {pid}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !all_threads_stopped(pid) {
+        assert!(std::time::Instant::now() < deadline, "process {pid} did not stop within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Whether every thread of `pid` is in state `T` (stopped) or `t` (traced).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+        matches!(state, Some("T" | "t"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_process_is_stopped_when_stop_process_returns() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        stop_process(child.id());
+        assert!(all_threads_stopped(child.id()));
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert!(!all_threads_stopped(child.id()), "a reaped process has no threads to be stopped");
+    }
 }

@@ -372,8 +372,9 @@ fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
     let client = n.create_client::<Checksum>(&name).unwrap();
     assert!(client.wait_for_service(T));
     assert_eq!(client.call(request(1, 64), T).unwrap().sum, expected_sum(1, 64));
-    let signal = |sig| assert_eq!(unsafe { libc::kill(server.child.id() as libc::pid_t, sig) }, 0, "signal {sig}");
-    signal(libc::SIGSTOP);
+    // Stopped for sure before the first call: `kill` returns while a server thread may
+    // still run for a moment (a full make test saw it answer one more call).
+    freight_testkit::stop_process(server.child.id());
     for salt in 2..5 {
         let t0 = Instant::now();
         match client.call(request(salt, 64), Duration::from_millis(300)) {
@@ -383,7 +384,8 @@ fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
         assert!(t0.elapsed() < Duration::from_secs(2), "the call took {:?}", t0.elapsed());
     }
     assert!(client.service_is_ready(), "a stopped server is still there");
-    signal(libc::SIGCONT);
+    // SAFETY: sending a signal touches no memory of this process.
+    assert_eq!(unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGCONT) }, 0, "SIGCONT");
     let reply = client.call(request(5, 1 << 20), T).expect("the continued server answers");
     assert_eq!(reply.sum, expected_sum(5, 1 << 20));
 }
