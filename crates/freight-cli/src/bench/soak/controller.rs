@@ -240,7 +240,14 @@ impl Soak {
             .collect();
         self.ledger.settle_begins(&alive);
         self.broadcast(Command::Mode(Mode::Steady));
-        self.pump_until(SETTLE_WARM, |_| false);
+        // A is taken once every subscription has received as well: one restarted in the
+        // recovery may get its first message only now, and what a subscription makes at its
+        // first DDS message (its wake-up notifier) would count as growth from A to B.
+        let t0 = Instant::now();
+        self.pump_until(SETTLE_WARM + READY_LIMIT, |s| {
+            t0.elapsed() >= SETTLE_WARM
+                && s.ledger.subs.values().filter(|l| l.through_settle).all(|l| l.stats.received > 0)
+        });
         self.samples.0 = self.sample();
         self.files.remote_a = self.remote_files();
         self.pump_until(settle_span(self.duration), |_| false);
