@@ -13,7 +13,10 @@ use super::protocol::{Command, Fault, Mode, Report, Topology};
 use super::report::{ChaosCounts, DeviceHolds, Files, Outcome, Phases, SubscriptionRow, TopologyRow, WorkerSample};
 use super::verdict::{self, Evidence};
 use super::{pool, BenchError, SoakArgs};
-use super::{settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SETTLE_WARM, STALE_MARGIN, STALL_LIMIT};
+use super::{
+    settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SAMPLE_INTERVAL, SAMPLE_READINGS, SETTLE_WARM, STALE_MARGIN,
+    STALL_LIMIT,
+};
 
 /// This host's shared memory, as iceoryx2 and the device pools use it.
 const SHM: &str = "/dev/shm";
@@ -344,12 +347,27 @@ impl Soak {
         }
     }
 
-    fn sample(&self) -> Sample {
+    /// Each running worker's fds and memory: the least of [`SAMPLE_READINGS`] readings over a
+    /// second of traffic. One reading may catch a worker with its period's largest message
+    /// alive (64 MiB of heap in `intra`, where messages are heap allocations passed by
+    /// pointer) and take it for growth; a leak raises the least reading as well.
+    fn sample(&mut self) -> Sample {
         let mut out = Sample::new();
-        for (slot, w) in self.fleet.workers.iter().enumerate() {
-            let Some(pid) = w.pid().filter(|_| w.state == State::Running) else { continue };
-            if let (Some(fds), Some(mem)) = (resources::fd_count(pid), resources::memory(pid)) {
-                out.insert((slot, w.incarnation), (w.label(), fds, mem));
+        for reading in 0..SAMPLE_READINGS {
+            if reading > 0 {
+                self.pump_until(SAMPLE_INTERVAL, |_| false);
+            }
+            for (slot, w) in self.fleet.workers.iter().enumerate() {
+                let Some(pid) = w.pid().filter(|_| w.state == State::Running) else { continue };
+                let (Some(fds), Some(mem)) = (resources::fd_count(pid), resources::memory(pid)) else { continue };
+                out.entry((slot, w.incarnation))
+                    .and_modify(|(_, least_fds, least_mem)| {
+                        *least_fds = fds.min(*least_fds);
+                        if mem.anon_kib < least_mem.anon_kib {
+                            *least_mem = mem;
+                        }
+                    })
+                    .or_insert((w.label(), fds, mem));
             }
         }
         out

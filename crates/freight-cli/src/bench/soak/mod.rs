@@ -93,7 +93,9 @@
 //!   shared memory it maps) grows by more than [`ANON_TOLERANCE_KIB`] from A to B, nor a
 //!   witness's from the warm-up to B (a publisher's heap keeps what the allocator retained
 //!   of the chaos's large copies, so only a subscription's is comparable across it); VmRSS,
-//!   which counts the shared memory a process touches, is reported.
+//!   which counts the shared memory a process touches, is reported. Each sample is the
+//!   least of [`SAMPLE_READINGS`] readings over a second, so that a message alive at one
+//!   reading (in `intra` the steady period's 64 MiB is heap) does not count as growth.
 //! * `device-holds`: once the publishers stopped and the subscriptions dropped what they
 //!   held, no block of any fake-device pool is in use and no reader holds one; during the
 //!   soak, no hold of a dead reader outlives it by more than [`DEAD_HOLD_LIMIT`] while the
@@ -135,9 +137,15 @@ pub fn settle_span(duration: Duration) -> Duration {
     (duration / 20).clamp(Duration::from_secs(3), Duration::from_secs(60))
 }
 
-/// The end of the run that is not chaos: recovery, settle and finish (11 s of a 60 s run).
+/// Readings of a worker's fds and memory that make one sample (A or B), the least of them
+/// counting, and the time between two readings: a sample spans a second of traffic.
+pub const SAMPLE_READINGS: u32 = 11;
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The end of the run that is not chaos: recovery, settle with its two samples, and finish
+/// (13 s of a 60 s run).
 pub fn tail(duration: Duration) -> Duration {
-    RECOVERY_AND_FINISH + SETTLE_WARM + settle_span(duration)
+    RECOVERY_AND_FINISH + SETTLE_WARM + settle_span(duration) + 2 * SAMPLE_INTERVAL * (SAMPLE_READINGS - 1)
 }
 
 /// The shortest `--duration`: warm-up, some chaos and the tail.
