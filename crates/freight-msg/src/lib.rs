@@ -45,6 +45,7 @@ extern crate self as freight_msg;
 
 pub mod buffer;
 pub mod cdr;
+pub mod fields;
 mod macros;
 pub mod message;
 pub mod msgs;
@@ -53,6 +54,7 @@ pub mod yaml;
 
 pub use buffer::{BackendKind, BackendSet, Buffer, BufferError, BufferStorage, DeviceView, Element, RawBuffer};
 pub use cdr::{CdrReader, CdrWriter, DecodeError, EncodeError};
+pub use fields::{FieldError, FieldProblem, FieldValue};
 pub use message::{BufferDecoder, BufferEncoder, CdrField, ElementInfo, Message};
 pub use service::ServiceType;
 pub use yaml::{MessageWriter, YamlField, YamlOptions, YamlWriter};

@@ -65,6 +65,13 @@ macro_rules! message {
             fn write_yaml(&self, w: &mut $crate::YamlWriter<'_>) {
                 w.message().finish();
             }
+
+            fn set_from(&mut self, value: &$crate::FieldValue) -> ::core::result::Result<(), $crate::FieldError> {
+                match $crate::fields::mapping(value)?.first() {
+                    Some((name, _)) => Err($crate::fields::unknown_field($ros, name, &[])),
+                    None => Ok(()),
+                }
+            }
         }
 
         impl $crate::Message for $name {
@@ -129,6 +136,20 @@ macro_rules! message {
                 w.message()
                     $( .field(stringify!($field), &self.$field) )*
                     .finish();
+            }
+
+            fn set_from(&mut self, value: &$crate::FieldValue) -> ::core::result::Result<(), $crate::FieldError> {
+                for (name, v) in $crate::fields::mapping(value)? {
+                    match name.as_str() {
+                        $( k if $crate::fields::names(stringify!($field), k) => {
+                            $crate::YamlField::set_from(&mut self.$field, v).map_err(|e| e.within(k))?
+                        } )*
+                        other => {
+                            return Err($crate::fields::unknown_field($ros, other, &[$( stringify!($field) ),*]))
+                        }
+                    }
+                }
+                Ok(())
             }
         }
 

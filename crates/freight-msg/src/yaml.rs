@@ -47,6 +47,7 @@
 use std::fmt::{self, Write as _};
 
 use crate::buffer::{Buffer, Element};
+use crate::fields::{self, FieldError, FieldProblem, FieldValue};
 
 /// The length `ros2 topic echo` truncates sequences and strings to.
 pub const DEFAULT_TRUNCATE_LENGTH: usize = 128;
@@ -72,7 +73,8 @@ impl Default for YamlOptions {
     }
 }
 
-/// A type that can be a field of a message: how it is printed as YAML.
+/// A type that can be a field of a message: how it is printed as YAML, and how
+/// it is set from a parsed value ([`crate::fields`]).
 /// [`message!`](crate::message!) implements it for messages; freight-msg for
 /// numbers, `bool`, `String`, `Vec<T>`, `[T; N]` and [`Buffer<T>`].
 pub trait YamlField {
@@ -84,6 +86,10 @@ pub trait YamlField {
     /// Writes the value where `w` stands (after a key, after a `-`, or as the
     /// whole document).
     fn write_yaml(&self, w: &mut YamlWriter<'_>);
+
+    /// Sets the value from `value`, as [`crate::fields`] describes; on an
+    /// error, what was set before it stays set.
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError>;
 }
 
 /// Where the next value goes; the number is the indentation of the mapping the
@@ -279,16 +285,45 @@ macro_rules! integer_fields {
             fn write_yaml(&self, w: &mut YamlWriter<'_>) {
                 w.plain(self)
             }
+            fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+                match value {
+                    FieldValue::Int(i) => {
+                        *self = <$t>::try_from(*i).map_err(|_| {
+                            FieldError::new(FieldProblem::OutOfRange { value: i.to_string(), ty: $idl })
+                        })?;
+                        Ok(())
+                    }
+                    FieldValue::Null => Ok(()),
+                    other => Err(fields::wrong_kind("an integer", other)),
+                }
+            }
         }
     )*};
 }
 integer_fields!(u8 => "uint8", i8 => "int8", u16 => "uint16", i16 => "int16", u32 => "uint32", i32 => "int32",
                 u64 => "uint64", i64 => "int64");
 
+/// The number a float field is set from: a float, or an integer.
+fn number(value: &FieldValue) -> Result<Option<f64>, FieldError> {
+    match value {
+        FieldValue::Float(x) => Ok(Some(*x)),
+        // As Python's float(): the nearest double.
+        FieldValue::Int(i) => Ok(Some(*i as f64)),
+        FieldValue::Null => Ok(None),
+        other => Err(fields::wrong_kind("a number", other)),
+    }
+}
+
 impl YamlField for f64 {
     const IDL_NAME: &'static str = "double";
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         w.plain(python_float(*self))
+    }
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        if let Some(x) = number(value)? {
+            *self = x;
+        }
+        Ok(())
     }
 }
 
@@ -298,12 +333,31 @@ impl YamlField for f32 {
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         w.plain(python_float(f64::from(*self)))
     }
+    /// A finite number beyond `f32::MAX` is refused, as rclpy refuses it.
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        if let Some(x) = number(value)? {
+            let narrow = x as f32;
+            if narrow.is_infinite() && x.is_finite() {
+                return Err(FieldError::new(FieldProblem::OutOfRange { value: format!("{x:e}"), ty: Self::IDL_NAME }));
+            }
+            *self = narrow;
+        }
+        Ok(())
+    }
 }
 
 impl YamlField for bool {
     const IDL_NAME: &'static str = "boolean";
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         w.plain(if *self { "true" } else { "false" })
+    }
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        match value {
+            FieldValue::Bool(b) => *self = *b,
+            FieldValue::Null => {}
+            other => return Err(fields::wrong_kind("a boolean", other)),
+        }
+        Ok(())
     }
 }
 
@@ -312,13 +366,39 @@ impl YamlField for String {
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         w.string(self)
     }
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        match value {
+            FieldValue::Str(s) => s.clone_into(self),
+            FieldValue::Null => {}
+            other => return Err(fields::wrong_kind("a string", other)),
+        }
+        Ok(())
+    }
 }
 
-impl<T: YamlField> YamlField for Vec<T> {
+/// The elements `value` sets a sequence to, each made from `T::default()`.
+fn elements<T: YamlField + Default>(value: &FieldValue) -> Result<Vec<T>, FieldError> {
+    let items = fields::sequence(value)?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let mut element = T::default();
+        element.set_from(item).map_err(|e| e.at(i))?;
+        out.push(element);
+    }
+    Ok(out)
+}
+
+impl<T: YamlField + Default> YamlField for Vec<T> {
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         if !w.summarize(|| format!("<sequence type: {}, length: {}>", T::IDL_NAME, self.len())) {
             w.sequence(self, None);
         }
+    }
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        if !matches!(value, FieldValue::Null) {
+            *self = elements(value)?;
+        }
+        Ok(())
     }
 }
 
@@ -327,6 +407,19 @@ impl<T: YamlField, const N: usize> YamlField for [T; N] {
         if !w.summarize(|| format!("<array type: {}[{N}]>", T::IDL_NAME)) {
             w.sequence(self, None);
         }
+    }
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        if matches!(value, FieldValue::Null) {
+            return Ok(());
+        }
+        let items = fields::sequence(value)?;
+        if items.len() != N {
+            return Err(FieldError::new(FieldProblem::WrongLength { expected: N, got: items.len() }));
+        }
+        for (i, (element, item)) in self.iter_mut().zip(items).enumerate() {
+            element.set_from(item).map_err(|e| e.at(i))?;
+        }
+        Ok(())
     }
 }
 
@@ -348,6 +441,13 @@ impl<T: Element + YamlField> YamlField for Buffer<T> {
                 Err(e) => w.sequence::<T>(&[], Some(&format!("{}; not readable here: {e}", about()))),
             },
         }
+    }
+    /// The buffer becomes host memory holding the elements given.
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        if !matches!(value, FieldValue::Null) {
+            *self = Buffer::from(elements::<T>(value)?);
+        }
+        Ok(())
     }
 }
 

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use freight_msg::{
-    BufferDecoder, BufferEncoder, CdrField, CdrReader, CdrWriter, DecodeError, EncodeError, Message, RawBuffer,
-    ServiceType, YamlField, YamlWriter,
+    BufferDecoder, BufferEncoder, CdrField, CdrReader, CdrWriter, DecodeError, EncodeError, FieldError, FieldValue,
+    Message, RawBuffer, ServiceType, YamlField, YamlWriter,
 };
 
 use crate::delivery::FullQueues;
@@ -89,6 +89,10 @@ impl<M: Message> YamlField for Envelope<M> {
 
     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
         self.body.write_yaml(w);
+    }
+
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        self.body.set_from(value)
     }
 }
 
