@@ -19,6 +19,7 @@ mod service;
 mod stop;
 mod topic;
 mod tune;
+mod values;
 
 use std::process::ExitCode;
 
@@ -190,7 +191,7 @@ This is `freight bench latency` with fixed arguments.")]
     /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
-    /// Inspect services, as `ros2 service` does: list, type.
+    /// Inspect and call services, as `ros2 service` does: list, type, call.
     #[command(subcommand)]
     Service(service::ServiceCommand),
     /// The DDS configuration freight's network plane uses here, each setting with its reason.

@@ -290,6 +290,24 @@ impl Builder {
         Ok(rust::emit_type_list(&self.resolve()?.0, macro_name))
     }
 
+    /// As [`generate_type_list`](Builder::generate_type_list), for the
+    /// services: each one's Rust type as `freight::msgs::<package>::<Name>`
+    /// (for `freight service call`, whose `build.rs` calls this).
+    ///
+    /// ```
+    /// let list = freight_msg_gen::Builder::new().shipped_package("std_srvs").service_list("each").unwrap();
+    /// assert!(list.contains("each! {\n    ::freight::msgs::std_srvs::Empty,\n"));
+    /// ```
+    pub fn generate_service_list(&self, out_file: impl AsRef<Path>, macro_name: &str) -> Result<(), GenError> {
+        let (_, services, inputs) = self.resolve()?;
+        write_generated(out_file.as_ref(), &rust::emit_service_list(&services, macro_name), &inputs)
+    }
+
+    /// The invocation [`generate_service_list`](Builder::generate_service_list) writes, as a string.
+    pub fn service_list(&self, macro_name: &str) -> Result<String, GenError> {
+        Ok(rust::emit_service_list(&self.resolve()?.1, macro_name))
+    }
+
     /// Generates the Python classes of freight's own Python extension
     /// (`freight-py`, whose `build.rs` calls this): one invocation of that
     /// crate's `messages!` macro naming each message's Rust type as
