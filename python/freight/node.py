@@ -100,7 +100,7 @@ class Node(GraphMixin):
 
     def __init__(self, node_name, *, context=None, namespace=None):
         self._context = context if context is not None else _context.default_context()
-        self._native = self._context.create_node(node_name, namespace)
+        self._native = self._context._create_node(node_name, namespace)
         self._publishers = []
         self._subscriptions = []
         self._services = []

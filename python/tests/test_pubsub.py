@@ -166,6 +166,18 @@ def test_an_endpoint_of_another_type_on_a_topic_raises_type_mismatch(node, topic
     create[second](Image)  # the same type is still fine
 
 
+def test_a_context_of_ones_own_makes_nodes_with_rclpys_api_only(topic):
+    # The native node under freight.Node takes internal arguments (a QoS
+    # tuple): a Context must not hand it out.
+    ctx = freight.Context(local_only=True)
+    try:
+        assert not hasattr(ctx, "create_node")
+        publisher = freight.Node("own_context", context=ctx).create_publisher(UInt8MultiArray, topic, 10)
+        assert publisher.topic_name == topic
+    finally:
+        ctx.shutdown()
+
+
 def test_type_mismatch_holds_across_contexts_of_one_process(node, topic):
     node.create_publisher(UInt8MultiArray, topic, 5)
     other = freight.Context(local_only=True)

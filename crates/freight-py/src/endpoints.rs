@@ -76,7 +76,10 @@ impl Context {
         self.shut_down.store(true, Ordering::Release);
     }
 
-    #[pyo3(signature = (name, namespace=None))]
+    /// The native node under a `freight.Node`, which is what Python code makes
+    /// (`freight.Node(name, context=ctx)`): private, so that nobody reaches a
+    /// node without the rclpy-shaped API.
+    #[pyo3(name = "_create_node", signature = (name, namespace=None))]
     fn create_node(&self, name: &str, namespace: Option<&str>) -> PyResult<Node> {
         if !self.ok() {
             return Err(error(Kind::Context, "this context was shut down; create nodes in a new one"));
