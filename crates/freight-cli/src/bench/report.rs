@@ -183,9 +183,10 @@ pub fn render_grid(header: &[&str], body: &[Vec<String>], text_columns: usize, t
     out
 }
 
-/// Writes the rows as a pretty-printed JSON list.
-pub fn write_json<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), BenchError> {
-    let text = serde_json::to_string_pretty(rows).map_err(|e| {
+/// Writes `value` (a benchmark's rows, or its whole result) as pretty-printed JSON:
+/// what every `--json` of `freight bench` writes.
+pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| {
         BenchError::new(format!("could not encode the results as JSON: {e}"), "this is a bug; please report it")
     })?;
     std::fs::write(path, text + "\n").map_err(|e| {

@@ -157,9 +157,7 @@ pub fn run(args: &ScaleArgs) -> Result<ExitCode, BenchError> {
     let result = measure(args).map_err(|e| BenchError::new(e, "see the worker's message above"))?;
     print(&result);
     if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&result).map_err(|e| BenchError::new(e.to_string(), "report a bug"))?;
-        std::fs::write(path, json)
-            .map_err(|e| BenchError::new(format!("cannot write {}: {e}", path.display()), "check the path"))?;
+        super::report::write_json(path, &result)?;
     }
     let clean = result.left_by_killed.is_empty()
         && result.left_at_exit.is_empty()

@@ -5,7 +5,6 @@
 //! [`super::import`] reads what it receives.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,17 +113,21 @@ pub(crate) enum Arrival {
 /// said once on stderr; until then a waiting take sees DDS data at its timeout.
 fn dds_wake_up(topic: &str, event: Arc<EventService>) -> Box<dyn Fn() + Send + Sync> {
     let topic = topic.to_owned();
-    let notifier = Mutex::new(None);
-    let said = AtomicBool::new(false);
+    // The notifier once made, and whether a failure to make it was said.
+    let state = Mutex::new((None, false));
     Box::new(move || {
-        let mut notifier = lock(&notifier);
+        let mut state = lock(&state);
+        let (notifier, said) = &mut *state;
         if notifier.is_none() {
             match event.notifier_builder().create() {
                 Ok(n) => *notifier = Some(n),
-                Err(e) if !said.swap(true, Ordering::Relaxed) => eprintln!(
-                    "freight: {topic}: cannot make the wake-up for messages from DDS ({e:?}); \
-                     a waiting take sees them at its timeout"
-                ),
+                Err(e) if !*said => {
+                    *said = true;
+                    eprintln!(
+                        "freight: {topic}: cannot make the wake-up for messages from DDS ({e:?}); \
+                         a waiting take sees them at its timeout"
+                    );
+                }
                 Err(_) => {}
             }
         }

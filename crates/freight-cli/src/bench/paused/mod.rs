@@ -186,9 +186,7 @@ pub fn run(args: &PausedArgs) -> Result<ExitCode, BenchError> {
     }
     super::sys::print_stdout(&table(&rows));
     if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&rows).map_err(|e| BenchError::new(e.to_string(), "report a bug"))?;
-        std::fs::write(path, json)
-            .map_err(|e| BenchError::new(format!("cannot write {}: {e}", path.display()), "check the path"))?;
+        super::report::write_json(path, &rows)?;
         eprintln!("wrote {}", path.display());
     }
     if stop::requested() {

@@ -223,11 +223,7 @@ pub fn write_json(path: &Path, plan: &Plan, rows: &[Row]) -> Result<(), BenchErr
             })
             .collect(),
     };
-    let text = serde_json::to_string_pretty(&run).map_err(|e| {
-        BenchError::new(format!("cannot encode the rows as JSON: {e}"), "this is a bug; please report it")
-    })?;
-    std::fs::write(path, text + "\n")
-        .map_err(|e| BenchError::new(format!("cannot write {}: {e}", path.display()), "check the path and free space"))
+    crate::bench::report::write_json(path, &run)
 }
 
 #[cfg(test)]

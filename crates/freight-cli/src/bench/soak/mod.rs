@@ -265,7 +265,7 @@ pub fn run(args: &SoakArgs) -> Result<ExitCode, BenchError> {
     let outcome = controller::run(args, seed)?;
     super::sys::print_stdout(&report::table(&outcome));
     if let Some(path) = &args.json {
-        report::write_json(path, &outcome)?;
+        crate::bench::report::write_json(path, &outcome)?;
         eprintln!("wrote {}", path.display());
     }
     let failed: Vec<&str> = outcome.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();

@@ -1,14 +1,12 @@
-//! The soak's verdict: the table on stdout and the JSON file.
+//! The soak's verdict: the table on stdout and the outcome its JSON file holds.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::Serialize;
 
 use super::super::resources::Memory;
 use super::ledger::{FaultRecord, Loss};
 use super::protocol::Topology;
-use super::BenchError;
 use crate::bench::args::format_size;
 
 /// Everything a soak found.
@@ -317,13 +315,4 @@ pub fn table(o: &Outcome) -> String {
         if failed == 0 { "soak passed".to_string() } else { format!("soak FAILED: {failed} check(s)") }
     );
     s
-}
-
-/// Writes the outcome as JSON.
-pub fn write_json(path: &Path, outcome: &Outcome) -> Result<(), BenchError> {
-    let text = serde_json::to_string_pretty(outcome)
-        .map_err(|e| BenchError::new(format!("cannot encode the report: {e}"), "report this as a bug"))?;
-    std::fs::write(path, text + "\n").map_err(|e| {
-        BenchError::new(format!("cannot write {}: {e}", path.display()), "check that the directory is writable")
-    })
 }
