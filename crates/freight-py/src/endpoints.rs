@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration as StdDuration, Instant};
 
 use freight::{
-    BackendKind, BackendSet, Context as RustContext, CreateError, Durability, LoanError, LoanUninit, Node as RustNode,
-    Publisher as RustPublisher, PublisherOptions, QoS, Reliability, Subscription as RustSubscription,
+    BackendKind, BackendSet, Context as RustContext, CreateError, Durability, LoanError, LoanUninit, Message,
+    Node as RustNode, Publisher as RustPublisher, PublisherOptions, QoS, Reliability, Subscription as RustSubscription,
     SubscriptionOptions, WaitOutcome, WaitSet,
 };
 use freight_msg::ElementInfo;
@@ -430,6 +430,33 @@ fn adopt_loan<M: PyMessage>(
     Ok(Some(*loan))
 }
 
+/// A loan that `lend` makes for the lengths of `values` (a message's buffer
+/// fields, in declaration order), each value copied into it once, without the
+/// GIL when the copy is large. What `publish(msg)` does with arrays that are
+/// no loan of the caller's, and what a service's request and response do.
+pub(crate) fn copy_arrays<T: Message>(
+    py: Python<'_>,
+    values: &[Bound<'_, PyAny>],
+    lend: impl FnOnce(&[usize]) -> Result<LoanUninit<T>, LoanError> + Send,
+) -> PyResult<LoanUninit<T>> {
+    let sources = values.iter().map(host_source).collect::<PyResult<Vec<_>>>()?;
+    let memory: Vec<(usize, usize)> = sources.iter().map(HostSource::memory).collect();
+    let fill = || -> Result<LoanUninit<T>, LoanError> {
+        let lens: Vec<usize> = memory.iter().map(|m| m.1).collect();
+        let mut loan = lend(&lens)?;
+        for (i, &(addr, len)) in memory.iter().enumerate().filter(|(_, m)| m.1 > 0) {
+            // SAFETY: contiguous host memory of `len` bytes, kept alive by
+            // `sources` until this returns.
+            let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+            loan.write_buffer_from_host(i, 0, src)?;
+        }
+        Ok(loan)
+    };
+    let total: usize = memory.iter().map(|m| m.1).sum();
+    let loan = if total > COPY_KEEPS_GIL { py.detach(fill) } else { fill() };
+    loan.map_err(from_loan)
+}
+
 /// The loan object at the end of `array`'s chain of bases (views of views of
 /// a loan array), if there is one.
 fn loan_under<'py>(py: Python<'py>, array: &Bound<'py, PyUntypedArray>) -> Option<Bound<'py, LoanedBuffer>> {
@@ -525,24 +552,7 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
                 }
                 loan
             }
-            None => {
-                let sources = values.iter().map(host_source).collect::<PyResult<Vec<_>>>()?;
-                let memory: Vec<(usize, usize)> = sources.iter().map(HostSource::memory).collect();
-                let fill = || -> Result<LoanUninit<M>, LoanError> {
-                    let lens: Vec<usize> = memory.iter().map(|m| m.1).collect();
-                    let mut loan = self.loan_buffers(&lens)?;
-                    for (i, &(addr, len)) in memory.iter().enumerate().filter(|(_, m)| m.1 > 0) {
-                        // SAFETY: contiguous host memory of `len` bytes, kept
-                        // alive by `sources` until this returns.
-                        let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-                        loan.write_buffer_from_host(i, 0, src)?;
-                    }
-                    Ok(loan)
-                };
-                let total: usize = memory.iter().map(|m| m.1).sum();
-                let loan = if total > COPY_KEEPS_GIL { py.detach(fill) } else { fill() };
-                loan.map_err(from_loan)?
-            }
+            None => copy_arrays(py, &values, |lens| self.loan_buffers(lens))?,
         };
         // SAFETY: every buffer byte was written: by the copy above, or by the
         // user into the loan (on the host, or by kernels the readers are

@@ -12,13 +12,14 @@ use std::sync::Mutex;
 use std::time::Duration as StdDuration;
 
 use freight::{
-    CallError, Client as RustClient, CreateError, Node as RustNode, PendingCall, RequestId, ServiceServer, ServiceType,
-    WaitSet,
+    CallError, Client as RustClient, CreateError, Envelope, Loan, LoanError, LoanUninit, Node as RustNode, PendingCall,
+    RequestId, ServiceServer, ServiceType, WaitSet,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+use crate::endpoints::copy_arrays;
 use crate::errors::{error, from_create, from_publish, from_take, from_wait, type_name, Kind};
 use crate::fields::{Buffers, PyMessage};
 use crate::messages;
@@ -68,15 +69,26 @@ fn endpoints_of(srv_type: &Bound<'_, PyAny>) -> PyResult<&'static dyn ServiceEnd
     })
 }
 
-/// A Python message converted to `M`: its buffers are copied into heap
-/// memory (the send copies them once more, into the frame).
-fn to_rust<M: PyMessage>(py: Python<'_>, obj: &Bound<'_, PyAny>, role: &str) -> PyResult<M> {
+/// A Python request or response written into a loan that `lend` makes: its
+/// arrays copied once, straight into the frame that is sent, as a
+/// publisher's `publish(msg)` does.
+fn to_loan<M: PyMessage>(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    role: &str,
+    lend: impl FnOnce(&[usize]) -> Result<LoanUninit<Envelope<M>>, LoanError> + Send,
+) -> PyResult<Loan<Envelope<M>>> {
     let obj = obj
         .cast::<M::Class>()
         .map_err(|_| PyTypeError::new_err(format!("the {role} must be a {}, not {}", M::TYPE_NAME, type_name(obj))))?;
-    let mut msg = M::default();
-    M::write_fields(&*obj.try_borrow()?, py, &mut msg, Buffers::Copy)?;
-    Ok(msg)
+    let obj = obj.try_borrow()?;
+    let mut arrays = Vec::new();
+    M::arrays_of(&obj, py, &mut arrays);
+    let loan = copy_arrays(py, &arrays, lend)?;
+    // SAFETY: `copy_arrays` wrote every byte of every buffer.
+    let mut loan = unsafe { loan.assume_init() };
+    M::write_fields(&obj, py, &mut loan, Buffers::Keep)?;
+    Ok(loan)
 }
 
 fn to_python<M: PyMessage>(py: Python<'_>, msg: M) -> PyResult<Py<PyAny>> {
@@ -106,9 +118,9 @@ where
     }
 
     fn send_response(&self, py: Python<'_>, id: (u64, i64), response: &Bound<'_, PyAny>) -> PyResult<()> {
-        let response = to_rust::<S::Response>(py, response, "response")?;
+        let response = to_loan::<S::Response>(py, response, "response", |lens| self.loan_response(lens))?;
         let id = RequestId { client: id.0, sequence: id.1 };
-        py.detach(|| ServiceServer::send_response(self, id, response)).map_err(from_publish)
+        py.detach(|| self.send_loaned_response(id, response)).map_err(from_publish)
     }
 
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) {
@@ -159,8 +171,8 @@ where
     S::Response: PyMessage,
 {
     fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
-        let request = to_rust::<S::Request>(py, request, "request")?;
-        let call = py.detach(|| self.client.call_async(request)).map_err(from_call)?;
+        let request = to_loan::<S::Request>(py, request, "request", |lens| self.client.loan_request(lens))?;
+        let call = py.detach(|| self.client.call_loaned(request)).map_err(from_call)?;
         let sequence = call.sequence();
         lock(&self.pending).insert(sequence, call);
         Ok(sequence)
