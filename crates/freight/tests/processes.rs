@@ -1763,6 +1763,13 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         assert_eq!(recovered, 1, "loans found no room after the subscriber died");
         assert_eq!(huge, 1, "a 128 MiB loan in {shm_mib} MB was not refused as SharedMemoryFull");
         assert_eq!(left, 0, "files left in the namespace's /dev/shm after every endpoint was gone");
+        if shm_mib == 64 {
+            // 16 MiB frames at depth 10 ask more than 64 MB: said before the first refusal.
+            let stderr = kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let foresight = stderr.find("may take").unwrap_or_else(|| panic!("no foresight on stderr:\n{stderr}"));
+            assert!(stderr[foresight..].contains("which holds 64.0 MiB"), "{stderr}");
+            assert!(stderr.find("/dev/shm is full").is_none_or(|full| full > foresight), "{stderr}");
+        }
         kid.finish();
     }
 }

@@ -72,6 +72,10 @@ pub(crate) struct Sender {
     reservations: Reservations,
     /// Whether this publisher said on stderr that `/dev/shm` is full.
     said_full: AtomicBool,
+    /// The largest frame checked against `/dev/shm`'s size, and whether that
+    /// check said on stderr that the QoS asks more than it holds.
+    foreseen: AtomicUsize,
+    said_small: AtomicBool,
 }
 
 /// What a loan holds besides its message: the frame, the buffers lent in it
@@ -186,6 +190,8 @@ impl Sender {
             full_queues,
             reservations: Reservations::default(),
             said_full: AtomicBool::new(false),
+            foreseen: AtomicUsize::new(0),
+            said_small: AtomicBool::new(false),
         });
         if qos.durability == Durability::TransientLocal {
             housekeeping::latch::register(&sender);
@@ -402,6 +408,24 @@ impl Sender {
         e
     }
 
+    /// Says once on stderr, before any loan fails, when frames of `total` bytes
+    /// at this publisher's depth may need more than all of `/dev/shm` (a
+    /// container's 64 MB): a statvfs for each new largest frame, until said.
+    fn foresee(&self, total: usize) {
+        if self.said_small.load(Ordering::Relaxed) || total <= self.foreseen.fetch_max(total, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(shm) = freight_backend::os::space(std::path::Path::new("/dev/shm")) else { return };
+        let limits = &self.node.inner.ctx.inner.limits;
+        let readers = lock(&self.subscribers).len().max(1);
+        let depth = self.qos.depth(limits.max_depth);
+        if let Some(warning) = super::reserve::foresight(total, depth, readers, limits.max_history, shm.total) {
+            if !self.said_small.swap(true, Ordering::Relaxed) {
+                eprintln!("freight: the publisher of {}: {warning}", self.topic);
+            }
+        }
+    }
+
     pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
         match route {
             Route::Intra => {
@@ -413,6 +437,7 @@ impl Sender {
                 Ok(FrameMut::Heap(v))
             }
             Route::Shm => {
+                self.foresee(total);
                 self.reservations.check_room(total).map_err(|r| self.no_room(r))?;
                 let mut s = self.iox.loan_slice_uninit(total).map_err(ShmError::doing("loaning a sample"))?;
                 let base = s.payload_mut().as_mut_ptr().cast();
