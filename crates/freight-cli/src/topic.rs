@@ -79,7 +79,7 @@ pub enum TopicCommand {
         common: ReceiveArgs,
     },
     /// Publish generated messages (a UInt8MultiArray or an Image of any size), written
-    /// straight into shared memory.
+    /// straight into shared memory, or a message of any built-in type given as YAML.
     #[command(long_about = PUB_ABOUT)]
     Pub(publish::PubArgs),
 }
@@ -110,6 +110,11 @@ Message k (counted from 0) has data byte i = (k + i) % 251, so receivers can che
 byte. A std_msgs/msg/UInt8MultiArray has --size bytes and layout.data_offset = k; a
 sensor_msgs/msg/Image is --width x --height bgra8 (step width*4), frame_id `freight`,
 stamped with the wall clock.
+
+With VALUES, the fields as YAML (`freight topic pub /chatter std_msgs/msg/String \"{data:
+hello}\"`), it sends that message of any built-in type each time, copied; fields not named
+keep their defaults, and a field the type does not have or a value that does not fit it is
+an error before anything starts.
 
 stdout has one line per message, `published <k> <bytes> bytes`; above 10 Hz one line per
 second for the latest message, with `(<n> messages in <secs> s, <rate> Hz)` appended. The
@@ -373,7 +378,7 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &M
 }
 
 /// Bytes a message occupies: its small fields as CDR plus its buffers.
-fn message_bytes<M: Message>(m: &M) -> usize {
+pub(crate) fn message_bytes<M: Message>(m: &M) -> usize {
     struct Sizes(usize);
     impl freight_msg::BufferEncoder for Sizes {
         fn write_buffer(

@@ -299,10 +299,37 @@ fn ctrl_c_and_sigterm_end_pub_cleanly() {
 }
 
 #[test]
+fn pub_sends_the_message_its_yaml_values_set_of_any_built_in_type() {
+    let t = topic("values");
+    let n = node("values_sub");
+    let sub = n.create_subscription::<freight::msgs::sensor_msgs::Imu>(&t, QoS::default()).unwrap();
+    let values = "{header: {frame_id: imu_link, stamp: {sec: 7}}, linear_acceleration: {z: 9.81}, \
+                  orientation_covariance: [1, 0, 0, 0, 1, 0, 0, 0, 1]}";
+    let args = ["topic", "pub", &t, "sensor_msgs/Imu", values, "--rate", "10", "--count", "3"];
+    let publisher =
+        Freight::spawn(&[&args[..], &["--spin-time", "0", "--keep-alive", KEEP_ALIVE, "--domain", DOMAIN]].concat());
+    for s in take_n(&sub, 3) {
+        assert_eq!((s.header.frame_id.as_str(), s.header.stamp.sec), ("imu_link", 7));
+        assert_eq!(s.linear_acceleration.z, 9.81);
+        assert_eq!(s.orientation_covariance[4], 1.0);
+        // Fields not named keep their defaults: the identity rotation.
+        assert_eq!(s.orientation.w, 1.0);
+    }
+    let (ok, out, err) = publisher.finish(T);
+    assert!(ok, "{err}");
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(out[0].starts_with("published 0 "), "{out:?}");
+}
+
+#[test]
 fn unknown_types_and_options_of_the_other_type_are_errors() {
     let t = topic("bad");
     for (args, says) in [
-        (&[&t, "std_msgs/msg/String"][..], "use one of: std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image"),
+        (&[&t, "std_msgs/msg/String"][..], "only std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image are generated"),
+        (&[&t, "std_msgs/msg/String", "{text: hi}"], "std_msgs/msg/String has no field `text`; its fields are: data"),
+        (&[&t, "std_msgs/msg/UInt8", "{data: 256}"], "field data: 256 does not fit a uint8"),
+        (&[&t, "my_msgs/msg/Thing", "{}"], "my_msgs/msg/Thing is not a built-in message type"),
+        (&[&t, "sensor_msgs/msg/Image", "{width: 2}", "--width", "2"], "--size, --width and --height size generated"),
         (&[&t, "sensor_msgs/msg/Image", "--size", "1MiB"], "--size applies to std_msgs/msg/UInt8MultiArray only"),
         (&[&t, "std_msgs/msg/UInt8MultiArray", "--height", "2"], "--width and --height apply to"),
         (&[&t, "std_msgs/msg/UInt8MultiArray", "--size", "1.5MiB"], "not a whole number"),

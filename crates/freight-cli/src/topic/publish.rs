@@ -1,6 +1,8 @@
 //! `freight topic pub`: publishes generated messages of a built-in type, as
 //! `ros2 topic pub` does, but aimed at large data: each message is written
-//! straight into a loan (zero-copy to subscribers on this host).
+//! straight into a loan (zero-copy to subscribers on this host). Given the
+//! fields as YAML, it sends that message of any built-in type instead, as
+//! `ros2 topic pub /t std_msgs/msg/String "{data: hi}"` does.
 //!
 //! Message `k` (counted from 0) carries data byte `i` = `(k + i) % 251`, so a
 //! receiver can check every byte it got; a `UInt8MultiArray` also carries `k`
@@ -26,6 +28,7 @@ use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::Image;
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{Context, ContextError, CreateError, Loan, LoanError, Message, PublishError, Publisher, QoS};
+use freight_msg::FieldValue;
 
 use crate::stop;
 
@@ -65,16 +68,18 @@ impl PubType {
         }
     }
 
-    /// Parses `pkg/msg/Type`, or `pkg/Type` as `ros2 topic pub` also takes.
-    fn parse(text: &str) -> Result<Self, String> {
-        let full = match text.trim().split('/').collect::<Vec<_>>()[..] {
-            [pkg, name] => format!("{pkg}/msg/{name}"),
-            _ => text.trim().to_string(),
-        };
-        Self::ALL.into_iter().find(|t| t.type_name() == full).ok_or_else(|| {
-            let known: Vec<&str> = Self::ALL.iter().map(|t| t.type_name()).collect();
-            format!("`{text}` is not a type this command can publish; use one of: {}", known.join(", "))
-        })
+    /// The generated type named `full` (`pkg/msg/Type`), if it is one.
+    fn find(full: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.type_name() == full)
+    }
+}
+
+/// `pkg/msg/Type`, from that or `pkg/Type` as `ros2 topic pub` also takes.
+fn full_type_name(text: &str) -> Result<String, String> {
+    match text.trim().split('/').collect::<Vec<_>>()[..] {
+        [pkg, name] if !pkg.is_empty() && !name.is_empty() => Ok(format!("{pkg}/msg/{name}")),
+        [pkg, "msg", name] if !pkg.is_empty() && !name.is_empty() => Ok(text.trim().to_string()),
+        _ => Err(format!("`{text}` is not a message type; write it as pkg/msg/Type (or pkg/Type)")),
     }
 }
 
@@ -102,10 +107,15 @@ impl QosArg {
 pub struct PubArgs {
     /// The topic.
     pub topic: String,
-    /// The message type: std_msgs/msg/UInt8MultiArray or sensor_msgs/msg/Image
-    /// (pkg/Type works too).
-    #[arg(value_name = "TYPE", value_parser = PubType::parse)]
-    pub type_name: PubType,
+    /// The message type (pkg/Type works too): std_msgs/msg/UInt8MultiArray or
+    /// sensor_msgs/msg/Image to generate, any built-in type with VALUES.
+    #[arg(value_name = "TYPE", value_parser = full_type_name)]
+    pub type_name: String,
+    /// The message's fields as YAML ("{data: hello}"), as `ros2 topic pub` takes them:
+    /// this message is sent each time (copied, not generated); fields not named keep their
+    /// defaults.
+    #[arg(value_name = "VALUES")]
+    pub values: Option<String>,
     /// UInt8MultiArray: bytes per message, as `freight bench` takes sizes (8B, 64KiB, 1MiB,
     /// 1MB) [default: 1MiB].
     #[arg(long, value_parser = parse_payload_size, value_name = "BYTES")]
@@ -197,7 +207,40 @@ impl PubError {
     }
 }
 
-/// The payload of every message.
+/// What `freight topic pub` sends.
+#[derive(Debug, Clone, PartialEq)]
+enum Plan {
+    /// Generated messages of this payload.
+    Generated(Payload),
+    /// The message these values set, of the type named.
+    Values(FieldValue),
+}
+
+impl Plan {
+    fn from_args(a: &PubArgs) -> Result<Self, PubError> {
+        let Some(values) = &a.values else {
+            let Some(generated) = PubType::find(&a.type_name) else {
+                let known: Vec<&str> = PubType::ALL.iter().map(|t| t.type_name()).collect();
+                return Err(PubError::args(
+                    format!("{} needs VALUES, the fields to send; only {} are generated", a.type_name, known.join(", ")),
+                    "give the fields as YAML after the type, as in: freight topic pub /chatter std_msgs/msg/String \"{data: hello}\"",
+                ));
+            };
+            return Payload::from_args(a, generated).map(Plan::Generated);
+        };
+        if a.size.is_some() || a.width.is_some() || a.height.is_some() {
+            return Err(PubError::args(
+                "--size, --width and --height size generated data, and VALUES give the message as it is",
+                "leave out VALUES to generate data, or the size options to send the values",
+            ));
+        }
+        crate::values::parse(values)
+            .map(Plan::Values)
+            .map_err(|e| PubError::args(e, "write the fields as YAML, as in \"{data: hello}\""))
+    }
+}
+
+/// The payload of every generated message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Payload {
     Bytes(usize),
@@ -205,8 +248,8 @@ enum Payload {
 }
 
 impl Payload {
-    fn from_args(a: &PubArgs) -> Result<Self, PubError> {
-        match a.type_name {
+    fn from_args(a: &PubArgs, generated: PubType) -> Result<Self, PubError> {
+        match generated {
             PubType::UInt8MultiArray => {
                 if a.width.is_some() || a.height.is_some() {
                     return Err(PubError::args(
@@ -275,20 +318,18 @@ fn pattern_writer(k: u64) -> impl FnMut(usize) -> u8 {
 
 /// Runs `freight topic pub`.
 pub fn run(args: &PubArgs) -> Result<(), PubError> {
-    let payload = Payload::from_args(args)?;
-    let job = Job { payload, count: if args.once { Some(1) } else { args.count }, args };
-    stop::install();
-    let ctx = match args.domain {
-        Some(d) => Context::builder().domain_id(d).create(),
-        None => Context::new(),
-    }?;
-    let node = ctx.create_node(&format!("freight_topic_pub_{}", std::process::id()))?;
+    let job = Job { count: if args.once { Some(1) } else { args.count }, args };
+    let payload = match Plan::from_args(args)? {
+        Plan::Generated(payload) => payload,
+        Plan::Values(values) => return send_values(&job, &values),
+    };
+    let node = start(args)?;
     match payload {
-        Payload::Bytes(_) => job.run(&create::<UInt8MultiArray>(&node, args)?, |m, k| {
+        Payload::Bytes(_) => job.generate(&create::<UInt8MultiArray>(&node, args)?, payload.len(), |m, k| {
             // Wraps after 2^32 messages.
             m.layout.data_offset = k as u32;
         }),
-        Payload::Image { width, height } => job.run(&create::<Image>(&node, args)?, |m, _| {
+        Payload::Image { width, height } => job.generate(&create::<Image>(&node, args)?, payload.len(), |m, _| {
             m.header.stamp = Time::now();
             m.header.frame_id = "freight".into();
             m.width = width;
@@ -297,6 +338,34 @@ pub fn run(args: &PubArgs) -> Result<(), PubError> {
             m.step = width * 4;
         }),
     }
+}
+
+/// Sends the message `values` set, of the built-in type the job names.
+fn send_values(job: &Job<'_>, values: &FieldValue) -> Result<(), PubError> {
+    let type_name = job.args.type_name.as_str();
+    macro_rules! dispatch {
+        ($($t:ty),* $(,)?) => {
+            match type_name {
+                $(name if name == <$t as Message>::TYPE_NAME => job.send_values::<$t>(values),)*
+                _ => Err(PubError::args(
+                    format!("{type_name} is not a built-in message type"),
+                    "`freight topic pub --help` and freight_msg::msgs list them; publish your own types from a program",
+                )),
+            }
+        };
+    }
+    // Every built-in message type, generated by `build.rs`.
+    include!(concat!(env!("OUT_DIR"), "/built_ins.rs"))
+}
+
+/// Ctrl-C handling, the context and the node.
+fn start(args: &PubArgs) -> Result<freight::Node, PubError> {
+    stop::install();
+    let ctx = match args.domain {
+        Some(d) => Context::builder().domain_id(d).create(),
+        None => Context::new(),
+    }?;
+    Ok(ctx.create_node(&format!("freight_topic_pub_{}", std::process::id()))?)
 }
 
 fn create<M: Message>(node: &freight::Node, args: &PubArgs) -> Result<Publisher<M>, PubError> {
@@ -308,29 +377,57 @@ fn create<M: Message>(node: &freight::Node, args: &PubArgs) -> Result<Publisher<
 }
 
 struct Job<'a> {
-    payload: Payload,
     count: Option<u64>,
     args: &'a PubArgs,
 }
 
 impl Job<'_> {
-    /// Publishes until `count` or a signal; `fill` sets the small fields of message `k`.
-    fn run<M: Message>(&self, publisher: &Publisher<M>, fill: impl Fn(&mut Loan<M>, u64)) -> Result<(), PubError> {
-        if !stop::sleep(Duration::from_secs_f64(self.args.spin_time)) || !self.wait_for_subscribers(publisher) {
-            return Ok(());
-        }
-        let len = self.payload.len();
-        let period = Duration::from_secs_f64(1.0 / self.args.rate);
-        let mut progress = Progress::new(self.args.rate, len);
-        let mut next = Instant::now();
-        let mut k = 0u64;
-        while !stop::requested() {
+    /// Publishes generated messages of `len` data bytes: each written into a
+    /// loan with the data pattern, `fill` setting the small fields of message `k`.
+    fn generate<M: Message>(
+        &self,
+        publisher: &Publisher<M>,
+        len: usize,
+        fill: impl Fn(&mut Loan<M>, u64),
+    ) -> Result<(), PubError> {
+        self.run(publisher, len, |k| {
             let mut loan = publisher
                 .loan(len)
                 .map_err(|source| PubError::Loan { bytes: len, k, source })?
                 .write_from_fn(pattern_writer(k));
             fill(&mut loan, k);
-            match publisher.publish(loan) {
+            Ok(publisher.publish(loan))
+        })
+    }
+
+    /// Publishes the message `values` set, the same one each time. The values
+    /// are checked before anything starts.
+    fn send_values<M: Message>(&self, values: &FieldValue) -> Result<(), PubError> {
+        let mut message = M::default();
+        message.set_from(values).map_err(|e| {
+            PubError::args(format!("the values do not fit {}: {e}", M::TYPE_NAME), "write the fields the type has")
+        })?;
+        let node = start(self.args)?;
+        let publisher = create::<M>(&node, self.args)?;
+        self.run(&publisher, crate::topic::message_bytes(&message), |_| Ok(publisher.publish_copy(&message)))
+    }
+
+    /// Publishes until `count` or a signal; `send` publishes message `k`.
+    fn run<M: Message>(
+        &self,
+        publisher: &Publisher<M>,
+        bytes: usize,
+        mut send: impl FnMut(u64) -> Result<Result<(), PublishError>, PubError>,
+    ) -> Result<(), PubError> {
+        if !stop::sleep(Duration::from_secs_f64(self.args.spin_time)) || !self.wait_for_subscribers(publisher) {
+            return Ok(());
+        }
+        let period = Duration::from_secs_f64(1.0 / self.args.rate);
+        let mut progress = Progress::new(self.args.rate, bytes);
+        let mut next = Instant::now();
+        let mut k = 0u64;
+        while !stop::requested() {
+            match send(k)? {
                 Ok(()) => {}
                 // Delivered to everyone else; the next message may reach them.
                 Err(e @ (PublishError::QueueFull { .. } | PublishError::Network(_))) => {
@@ -482,27 +579,43 @@ mod tests {
     #[test]
     fn defaults_are_a_one_mebibyte_array_once_a_second_reliably() {
         let a = parse(&["/t", "std_msgs/msg/UInt8MultiArray"]).unwrap();
-        assert_eq!(Payload::from_args(&a).unwrap(), Payload::Bytes(1 << 20));
+        assert_eq!(Plan::from_args(&a).unwrap(), Plan::Generated(Payload::Bytes(1 << 20)));
         assert_eq!((a.rate, a.count, a.wait_for_subscribers, a.spin_time, a.keep_alive), (1.0, None, 0, 1.0, 1.0));
         assert_eq!(a.qos.qos(), QoS::keep_last(10));
         let a = parse(&["/t", "sensor_msgs/msg/Image", "--qos", "sensor"]).unwrap();
-        assert_eq!(Payload::from_args(&a).unwrap(), Payload::Image { width: 640, height: 480 });
-        assert_eq!(Payload::from_args(&a).unwrap().len(), 640 * 480 * 4);
+        let image = Payload::Image { width: 640, height: 480 };
+        assert_eq!(Plan::from_args(&a).unwrap(), Plan::Generated(image));
+        assert_eq!(image.len(), 640 * 480 * 4);
         assert_eq!(a.qos.qos(), QoS::sensor_data());
     }
 
     #[test]
     fn types_are_taken_with_or_without_msg() {
-        assert_eq!(PubType::parse("sensor_msgs/Image"), Ok(PubType::Image));
-        assert_eq!(PubType::parse("std_msgs/msg/UInt8MultiArray"), Ok(PubType::UInt8MultiArray));
-        let err = PubType::parse("std_msgs/msg/String").unwrap_err();
-        assert!(err.contains("std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image"), "{err}");
+        assert_eq!(full_type_name("sensor_msgs/Image").as_deref(), Ok("sensor_msgs/msg/Image"));
+        assert_eq!(full_type_name("std_msgs/msg/UInt8MultiArray").as_deref(), Ok("std_msgs/msg/UInt8MultiArray"));
+        for bad in ["String", "/String", "a/b/c", "std_msgs/srv/X"] {
+            assert!(full_type_name(bad).is_err(), "{bad}");
+        }
+        let a = parse(&["/t", "std_msgs/msg/String"]).unwrap();
+        let err = Plan::from_args(&a).unwrap_err().to_string();
+        assert!(err.contains("needs VALUES") && err.contains("std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image"));
+    }
+
+    #[test]
+    fn values_give_the_message_of_any_type_and_exclude_the_size_options() {
+        let a = parse(&["/t", "std_msgs/String", "{data: hello}"]).unwrap();
+        let expected = FieldValue::Map(vec![("data".into(), FieldValue::Str("hello".into()))]);
+        assert_eq!(Plan::from_args(&a).unwrap(), Plan::Values(expected));
+        let a = parse(&["/t", "std_msgs/msg/UInt8MultiArray", "{data: [1, 2]}", "--size", "1MiB"]).unwrap();
+        assert!(Plan::from_args(&a).unwrap_err().to_string().contains("--size, --width and --height size generated"));
+        let a = parse(&["/t", "std_msgs/msg/String", "{data: [hello"]).unwrap();
+        assert!(Plan::from_args(&a).unwrap_err().to_string().contains("not YAML"));
     }
 
     #[test]
     fn sizes_use_the_bench_syntax() {
         let a = parse(&["/t", "std_msgs/UInt8MultiArray", "--size", "64KiB"]).unwrap();
-        assert_eq!(Payload::from_args(&a).unwrap(), Payload::Bytes(64 << 10));
+        assert_eq!(Plan::from_args(&a).unwrap(), Plan::Generated(Payload::Bytes(64 << 10)));
         assert_eq!(parse_payload_size("3MB"), Ok(3_000_000));
         assert_eq!(parse_payload_size(" 8 mib "), Ok(8 << 20));
         for bad in ["", "0", "1.5MiB", "12XB", "5GiB"] {
@@ -513,19 +626,19 @@ mod tests {
     #[test]
     fn options_of_the_other_type_are_refused() {
         let a = parse(&["/t", "sensor_msgs/msg/Image", "--size", "1MiB"]).unwrap();
-        assert!(Payload::from_args(&a).unwrap_err().to_string().contains("--size applies to"));
+        assert!(Plan::from_args(&a).unwrap_err().to_string().contains("--size applies to"));
         let a = parse(&["/t", "std_msgs/msg/UInt8MultiArray", "--width", "8"]).unwrap();
-        assert!(Payload::from_args(&a).unwrap_err().to_string().contains("--width and --height apply to"));
+        assert!(Plan::from_args(&a).unwrap_err().to_string().contains("--width and --height apply to"));
         let a = parse(&["/t", "sensor_msgs/msg/Image", "--width", "0"]).unwrap();
-        assert!(Payload::from_args(&a).is_err());
+        assert!(Plan::from_args(&a).is_err());
         let a = parse(&["/t", "sensor_msgs/msg/Image", "--width", "65536", "--height", "65536"]).unwrap();
-        assert!(Payload::from_args(&a).unwrap_err().to_string().contains("at most 4 GiB"));
+        assert!(Plan::from_args(&a).unwrap_err().to_string().contains("at most 4 GiB"));
     }
 
     #[test]
     fn bad_arguments_are_rejected_by_the_parser() {
         for argv in [
-            &["/t", "std_msgs/msg/String"][..],
+            &["/t", "String"][..],
             &["/t", "std_msgs/msg/UInt8MultiArray", "--rate", "0"],
             &["/t", "std_msgs/msg/UInt8MultiArray", "--rate", "fast"],
             &["/t", "std_msgs/msg/UInt8MultiArray", "--count", "-1"],
