@@ -24,6 +24,15 @@
 //! exit, and both directories must be empty.
 //!
 //! Nothing is sent: the graph, not the data, is what is measured.
+//!
+//! # One process against stock ROS 2
+//!
+//! Then, in the same private host, one Python process makes `--per-process` publishers and
+//! as many subscriptions on as many topics, with freight's Python API and with stock rclpy
+//! (Jazzy and Kilted on Fast DDS, their defaults): creation time, descriptors and resident
+//! memory, before and after ([`one_process`]).
+
+mod one_process;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -37,6 +46,8 @@ use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{Context, DdsConfig};
 use serde::Serialize;
 
+use self::one_process::OneProcess;
+use super::python::StackInterpreters;
 use super::resources::{fd_count, list_files, memory, used_bytes};
 use super::sys::lines_of;
 use super::{check_output_path, BenchError};
@@ -68,6 +79,14 @@ pub struct ScaleArgs {
     /// Workers without the network plane (shared memory only), to see what DDS costs.
     #[arg(long)]
     pub local_only: bool,
+
+    /// Topics of the one-process comparison with stock rclpy: one Python process makes
+    /// this many publishers and as many subscriptions, on each stack; 0 leaves it out.
+    #[arg(long, default_value_t = 300, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=5000))]
+    pub per_process: u32,
+
+    #[command(flatten)]
+    pub interpreters: StackInterpreters,
 
     /// Also write the result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -136,6 +155,8 @@ pub struct ScaleResult {
     pub left_by_killed: Vec<String>,
     /// Files left after every worker exited (none expected).
     pub left_at_exit: Vec<String>,
+    /// One process with `--per-process` publishers and subscriptions, per stack.
+    pub per_process: Vec<OneProcess>,
 }
 
 /// Runs `freight bench scale`.
@@ -305,6 +326,8 @@ fn measure(args: &ScaleArgs) -> Result<ScaleResult, String> {
     // iceoryx2 keeps the host's node counter (`*.global_mgmt`) on purpose: node ids never repeat.
     let left_at_exit: Vec<String> =
         files().into_iter().filter(|f| !ends_with(f, ".global_mgmt")).map(|f| f.display().to_string()).collect();
+    let per_process =
+        if args.per_process > 0 { one_process::measure(&args.interpreters, args.per_process) } else { Vec::new() };
     let n = args.processes as f64;
     let per_endpoint = f64::from(args.endpoints);
     Ok(ScaleResult {
@@ -331,6 +354,7 @@ fn measure(args: &ScaleArgs) -> Result<ScaleResult, String> {
         files: before.len(),
         left_by_killed,
         left_at_exit,
+        per_process,
     })
 }
 
@@ -388,6 +412,24 @@ fn print(r: &ScaleResult) {
     let mut out = String::new();
     for (what, value) in rows {
         out.push_str(&format!("{what:<22} {value}\n"));
+    }
+    if let Some(first) = r.per_process.iter().find_map(|p| p.outcome.as_ref().ok()) {
+        let n = first.endpoints / 2;
+        out.push_str(&format!("\none process, {n} publishers and {n} subscriptions (Python, after a second idle):\n"));
+    }
+    for p in &r.per_process {
+        let value = match &p.outcome {
+            Ok(c) => format!(
+                "created in {:.2} s; {} fds ({:.2} per endpoint); {:.1} MiB RSS ({:.3} MiB per endpoint)",
+                c.create_s,
+                c.fds.1,
+                c.fds_per_endpoint(),
+                c.rss_mib.1,
+                c.rss_mib_per_endpoint()
+            ),
+            Err(why) => format!("not measured: {why}"),
+        };
+        out.push_str(&format!("{:<22} {value}\n", p.stack));
     }
     super::sys::print_stdout(&out);
 }
