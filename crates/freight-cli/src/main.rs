@@ -266,7 +266,7 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     #[command(hide = true, name = "soak-worker")]
     SoakWorker(bench::SoakWorkerArgs),
     /// Many processes with many topics on one host: matching, `topic list`, descriptors,
-    /// memory, and what a killed one leaves (needs root).
+    /// memory, and what a killed one leaves; one process against stock rclpy (needs root).
     #[command(long_about = SCALE_ABOUT)]
     Scale(bench::ScaleArgs),
     /// Internal: a worker process of `bench scale`.
@@ -305,9 +305,15 @@ shows how long until every endpoint existed and every subscription saw its publi
 creation time per endpoint, descriptors and resident memory per process, how long `freight
 topic list` and `topic info` take (this host's endpoints, --spin-time 0), what /dev/shm
 holds, the files a worker killed with SIGKILL left once its successor started, and the files
-left when all exited (both must be none; the exit status is 1 otherwise). Needs root: it
-runs in a private host (its own loopback, /dev/shm and /tmp/iceoryx2). --json FILE writes
-the result.";
+left when all exited (both must be none; the exit status is 1 otherwise).
+
+Then one Python process makes --per-process (300) publishers and as many subscriptions, on
+freight's Python API (--python, $FREIGHT_PYTHON or .venv/bin/python) and on stock rclpy
+Jazzy and Kilted (--ros-jazzy, --ros-kilted; Fast DDS on its defaults): creation time,
+descriptors and resident memory of each, in the same run (0 leaves it out).
+
+Needs root: it runs in a private host (its own loopback, /dev/shm and /tmp/iceoryx2).
+--json FILE writes the result.";
 
 const PIPELINE_ABOUT: &str = "\
 Multi-node CPU-GPU pipelines, the experiment of the Verona paper (seed 002), against the
