@@ -15,6 +15,7 @@ mod demo;
 mod doctor;
 mod lab;
 mod private_dir;
+mod ros_args;
 mod service;
 mod stop;
 mod topic;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
-use freight::{Context, Message, ServiceType};
+use freight::{Message, ServiceType};
 use freight_msg::{FieldValue, YamlField, YamlOptions};
 
 use crate::topic::{inspector, shown, DomainArg};
@@ -34,12 +34,13 @@ pub enum ServiceCommand {
         /// The service.
         service: String,
         /// The service type: one of the built-in services (std_srvs/srv/SetBool; pkg/Type works too).
+        #[arg(value_parser = crate::ros_args::service_type)]
         service_type: String,
         /// The request's fields as YAML, "{data: true}"; fields not named keep their defaults.
         #[arg(default_value = "{}")]
         values: String,
         /// Call this many times a second until Ctrl-C; without it, once.
-        #[arg(short = 'r', long, value_name = "HZ")]
+        #[arg(short = 'r', long, value_name = "HZ", value_parser = crate::ros_args::rate)]
         rate: Option<f64>,
         /// Seconds to wait for a server (this host's, or one DDS discovers), and then for each reply.
         #[arg(long, default_value_t = 10.0, value_name = "SECS")]
@@ -96,7 +97,11 @@ pub fn run(cmd: ServiceCommand) -> Result<(), String> {
         }
         ServiceCommand::Call { service, service_type, values, rate, timeout, domain } => {
             let request = crate::values::parse(&values)?;
-            let plan = Calls { rate: rate_period(rate)?, timeout: Duration::from_secs_f64(timeout.max(0.0)), domain };
+            let plan = Calls {
+                rate: rate.map(|hz| Duration::from_secs_f64(1.0 / hz)),
+                timeout: Duration::from_secs_f64(timeout.max(0.0)),
+                domain,
+            };
             call(&service, &service_type, &request, &plan)
         }
     }
@@ -110,20 +115,11 @@ struct Calls {
     domain: Option<u32>,
 }
 
-fn rate_period(rate: Option<f64>) -> Result<Option<Duration>, String> {
-    match rate {
-        None => Ok(None),
-        Some(hz) if hz.is_finite() && hz > 0.0 => Ok(Some(Duration::from_secs_f64(1.0 / hz))),
-        Some(hz) => Err(format!("--rate {hz}: give calls per second, a positive number")),
-    }
-}
-
-/// Calls `service` with the built-in service type named `type_name`.
+/// Calls `service` with the built-in service type named `type_name` (`pkg/srv/Type`).
 fn call(service: &str, type_name: &str, request: &FieldValue, plan: &Calls) -> Result<(), String> {
-    let wanted = full_service_name(type_name);
     macro_rules! dispatch {
         ($($t:ty),* $(,)?) => {
-            match wanted.as_str() {
+            match type_name {
                 $(name if name == <$t as ServiceType>::TYPE_NAME => call_as::<$t>(service, request, plan),)*
                 _ => Err(format!(
                     "{type_name} is not a service type this tool knows; it knows the built-in ones: {}",
@@ -136,22 +132,10 @@ fn call(service: &str, type_name: &str, request: &FieldValue, plan: &Calls) -> R
     include!(concat!(env!("OUT_DIR"), "/built_in_services.rs"))
 }
 
-/// `pkg/Type` as `pkg/srv/Type`, as `ros2` accepts it.
-fn full_service_name(name: &str) -> String {
-    match name.split('/').collect::<Vec<_>>().as_slice() {
-        [package, ty] => format!("{package}/srv/{ty}"),
-        _ => name.to_owned(),
-    }
-}
-
 fn call_as<S: ServiceType>(service: &str, values: &FieldValue, plan: &Calls) -> Result<(), String> {
     let mut request = S::Request::default();
     request.set_from(values).map_err(|e| format!("the request ({}): {e}", S::Request::TYPE_NAME))?;
-    let ctx = match plan.domain {
-        Some(d) => Context::builder().domain_id(d).create(),
-        None => Context::new(),
-    }
-    .map_err(|e| e.to_string())?;
+    let ctx = crate::ros_args::context(plan.domain).map_err(|e| e.to_string())?;
     let node = ctx.create_node(&format!("freight_service_{}", std::process::id())).map_err(|e| e.to_string())?;
     let client = node.create_client::<S>(service).map_err(|e| e.to_string())?;
     let name = client.service_name().to_owned();

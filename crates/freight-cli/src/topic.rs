@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use freight::graph::{Endpoint, EndpointKind, Pairing, TopicGraph};
-use freight::{Context, Message, MessageInfo, Node, QoS, Transport};
+use freight::{Message, MessageInfo, Node, QoS, Transport};
 use freight_msg::yaml::{self, YamlOptions};
 use freight_msg::RawBuffer;
 
@@ -181,11 +181,7 @@ pub fn run(cmd: TopicCommand) -> Result<(), String> {
 }
 
 pub(crate) fn inspector(domain: &DomainArg) -> Result<Node, String> {
-    let ctx = match domain.domain {
-        Some(d) => Context::builder().domain_id(d).create(),
-        None => Context::new(),
-    }
-    .map_err(|e| e.to_string())?;
+    let ctx = crate::ros_args::context(domain.domain).map_err(|e| e.to_string())?;
     let node = ctx.create_node(&format!("freight_topic_{}", std::process::id())).map_err(|e| e.to_string())?;
     if domain.spin_time > 0.0 {
         node.wait_for_discovery(Duration::from_secs_f64(domain.spin_time)).map_err(|e| e.to_string())?;

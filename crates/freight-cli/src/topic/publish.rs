@@ -27,7 +27,7 @@ use clap::{Args, ValueEnum};
 use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::Image;
 use freight::msgs::std_msgs::UInt8MultiArray;
-use freight::{Context, ContextError, CreateError, Loan, LoanError, Message, PublishError, Publisher, QoS};
+use freight::{ContextError, CreateError, Loan, LoanError, Message, PublishError, Publisher, QoS};
 use freight_msg::FieldValue;
 
 use crate::stop;
@@ -74,15 +74,6 @@ impl PubType {
     }
 }
 
-/// `pkg/msg/Type`, from that or `pkg/Type` as `ros2 topic pub` also takes.
-fn full_type_name(text: &str) -> Result<String, String> {
-    match text.trim().split('/').collect::<Vec<_>>()[..] {
-        [pkg, name] if !pkg.is_empty() && !name.is_empty() => Ok(format!("{pkg}/msg/{name}")),
-        [pkg, "msg", name] if !pkg.is_empty() && !name.is_empty() => Ok(text.trim().to_string()),
-        _ => Err(format!("`{text}` is not a message type; write it as pkg/msg/Type (or pkg/Type)")),
-    }
-}
-
 /// `--qos` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum QosArg {
@@ -109,7 +100,7 @@ pub struct PubArgs {
     pub topic: String,
     /// The message type (pkg/Type works too): std_msgs/msg/UInt8MultiArray or
     /// sensor_msgs/msg/Image to generate, any built-in type with VALUES.
-    #[arg(value_name = "TYPE", value_parser = full_type_name)]
+    #[arg(value_name = "TYPE", value_parser = crate::ros_args::message_type)]
     pub type_name: String,
     /// The message's fields as YAML ("{data: hello}"), as `ros2 topic pub` takes them:
     /// this message is sent each time (copied, not generated); fields not named keep their
@@ -127,7 +118,7 @@ pub struct PubArgs {
     #[arg(long, value_name = "H")]
     pub height: Option<u32>,
     /// Messages per second.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_rate, value_name = "HZ")]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::ros_args::rate, value_name = "HZ")]
     pub rate: f64,
     /// Publish this many messages and exit (default: run until Ctrl-C).
     #[arg(long, value_name = "N", conflicts_with = "once", value_parser = clap::value_parser!(u64).range(1..))]
@@ -361,10 +352,7 @@ fn send_values(job: &Job<'_>, values: &FieldValue) -> Result<(), PubError> {
 /// Ctrl-C handling, the context and the node.
 fn start(args: &PubArgs) -> Result<freight::Node, PubError> {
     stop::install();
-    let ctx = match args.domain {
-        Some(d) => Context::builder().domain_id(d).create(),
-        None => Context::new(),
-    }?;
+    let ctx = crate::ros_args::context(args.domain)?;
     Ok(ctx.create_node(&format!("freight_topic_pub_{}", std::process::id()))?)
 }
 
@@ -547,13 +535,6 @@ fn parse_payload_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("`{text}` does not fit in memory on this machine"))
 }
 
-fn parse_rate(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(hz) if hz.is_finite() && hz > 0.0 && hz <= 1e6 => Ok(hz),
-        _ => Err(format!("`{text}` is not a rate; give messages per second, more than 0 and at most 1000000")),
-    }
-}
-
 fn parse_secs(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => Ok(s),
@@ -590,12 +571,8 @@ mod tests {
     }
 
     #[test]
-    fn types_are_taken_with_or_without_msg() {
-        assert_eq!(full_type_name("sensor_msgs/Image").as_deref(), Ok("sensor_msgs/msg/Image"));
-        assert_eq!(full_type_name("std_msgs/msg/UInt8MultiArray").as_deref(), Ok("std_msgs/msg/UInt8MultiArray"));
-        for bad in ["String", "/String", "a/b/c", "std_msgs/srv/X"] {
-            assert!(full_type_name(bad).is_err(), "{bad}");
-        }
+    fn a_type_that_is_not_generated_needs_values() {
+        assert_eq!(parse(&["/t", "sensor_msgs/Image"]).unwrap().type_name, "sensor_msgs/msg/Image");
         let a = parse(&["/t", "std_msgs/msg/String"]).unwrap();
         let err = Plan::from_args(&a).unwrap_err().to_string();
         assert!(err.contains("needs VALUES") && err.contains("std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image"));
