@@ -412,7 +412,12 @@ impl Sender {
     /// at this publisher's depth may need more than all of `/dev/shm` (a
     /// container's 64 MB): a statvfs for each new largest frame, until said.
     fn foresee(&self, total: usize) {
-        if self.said_small.load(Ordering::Relaxed) || total <= self.foreseen.fetch_max(total, Ordering::Relaxed) {
+        // Plain loads first: this runs on every shared-memory loan, and a
+        // read-modify-write would cost more than the rest of it.
+        if self.said_small.load(Ordering::Relaxed)
+            || total <= self.foreseen.load(Ordering::Relaxed)
+            || total <= self.foreseen.fetch_max(total, Ordering::Relaxed)
+        {
             return;
         }
         let Ok(shm) = freight_backend::os::space(std::path::Path::new("/dev/shm")) else { return };
