@@ -44,10 +44,11 @@
 //! and one stop. The seed (`--seed`, else the clock) fixes every choice and is printed. Then
 //! *recovery*: every stopped worker is continued and every killed one restarted. *Settle*:
 //! the steady schedule again; after [`SETTLE_WARM`], once every subscription has received,
-//! every worker's open fds and memory are sampled (A), and again [`settle_span`] later (B: 3 s in a 60 s run, a minute in an
-//! hour's). *Finish*: publishers stop and report their last number, subscriptions drain and
-//! report, the device pools are read, the files are counted, and every worker is told to
-//! exit. The tail is 11 s of a 60 s run.
+//! every worker's open fds and memory are sampled (A), and again [`settle_span`] later (B:
+//! 3 s in a 60 s run, a minute in an hour's), each sample spanning a second. *Finish*:
+//! publishers stop and report their last number, subscriptions drain and report, the device
+//! pools are read, the files are counted, and every worker is told to exit. The tail is 13 s
+//! of a 60 s run.
 //!
 //! Counts in the table are what each incarnation last reported (every 250 ms), summed: a
 //! killed incarnation's last quarter second is missing from them, never from the checks.
