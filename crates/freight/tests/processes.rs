@@ -64,8 +64,14 @@ fn topic(name: &str) -> String {
 }
 
 fn node(name: &str) -> Node {
-    Context::builder().limits(limits()).create().unwrap().create_node(name).unwrap()
+    let builder = Context::builder().limits(limits());
+    // A child told to keep off the network plane, and its children.
+    let builder = if std::env::var_os(LOCAL_ONLY).is_some() { builder.local_only() } else { builder };
+    builder.create().unwrap().create_node(name).unwrap()
 }
+
+/// Set in a child's environment: its contexts are local only.
+const LOCAL_ONLY: &str = "FREIGHT_TEST_LOCAL_ONLY";
 
 /// What `KeepAll` means where a test fills a queue that the publisher waits
 /// for (both sides reliable keep-all): two messages, in the test's nodes made
@@ -576,10 +582,11 @@ fn run_child(role: &str) {
         // grandchild, in the same namespace) that holds every one it takes,
         // and is stopped (SIGSTOP) while they are sent when
         // FREIGHT_TEST_STOPPED is 1, so that they queue for it. Reports what
-        // was sent, what was refused for want of room, what arrived, whether
-        // loans found room once the subscriber died, whether a loan larger
-        // than all of /dev/shm was refused, and the files left in /dev/shm
-        // once every endpoint of the namespace is gone.
+        // was sent, what was refused for want of room and what went over DDS
+        // instead (spilled), what arrived (and how much of it over DDS),
+        // whether loans found room once the subscriber died, whether a loan
+        // larger than all of /dev/shm was refused, and the files left in
+        // /dev/shm once every endpoint of the namespace is gone.
         "small_shm_pub" => {
             let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
             let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
@@ -609,11 +616,21 @@ fn run_child(role: &str) {
                 // SAFETY: kill(2) on our own child's pid has no memory effects.
                 assert_eq!(unsafe { libc::kill(holder.pid() as libc::pid_t, libc::SIGCONT) }, 0);
             }
-            std::thread::sleep(Duration::from_millis(500));
-            holder.send("COUNT");
-            let got = holder.expect("GOT", T);
-            // More than /dev/shm holds at all, for a subscriber: refused, never
-            // a signal. (With no subscriber a loan is heap memory.)
+            // What the subscriber received, once it stops growing (frames
+            // over DDS take longer than those in shared memory).
+            let mut got = Vec::new();
+            for _ in 0..50 {
+                std::thread::sleep(Duration::from_millis(200));
+                holder.send("COUNT");
+                let now = holder.expect("GOT", T);
+                if now == got {
+                    break;
+                }
+                got = now;
+            }
+            // More than /dev/shm holds at all, for a subscriber: refused, or
+            // lent from the heap to go over DDS; never a signal. (With no
+            // subscriber a loan is heap memory.)
             let huge = match p.loan(128 << 20) {
                 Err(LoanError::SharedMemoryFull { .. }) => 1,
                 Err(e) => panic!("a 128 MiB loan: {e}"),
@@ -625,6 +642,7 @@ fn run_child(role: &str) {
                 std::thread::sleep(Duration::from_millis(50));
                 p.loan(len).is_ok()
             });
+            let spilled = p.spilled_count();
             drop((p, n));
             // What iceoryx2 keeps on purpose: its host-wide node counter.
             let left = std::fs::read_dir("/dev/shm")
@@ -632,24 +650,25 @@ fn run_child(role: &str) {
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .filter(|f| !f.ends_with(".global_mgmt"))
                 .count();
-            say(format!("RESULT {sent} {refused} {} {} {} {left}", got.join(" "), u8::from(recovered), huge));
+            say(format!("RESULT {sent} {refused} {spilled} {} {} {} {left}", got.join(" "), u8::from(recovered), huge));
             wait_for_parent(&cmds);
         }
-        // Takes and holds every message; on `COUNT` says how many and how many
-        // had a wrong byte.
+        // Takes and holds every message; on `COUNT` says how many, how many
+        // had a wrong byte, and how many came over DDS.
         "hold_all_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(4)).unwrap();
             say("READY");
-            let (mut held, mut bad) = (Vec::new(), 0);
+            let (mut held, mut bad, mut network) = (Vec::new(), 0, 0);
             loop {
                 match cmds.try_recv() {
-                    Ok(c) if c == "COUNT" => say(format!("GOT {} {bad}", held.len())),
+                    Ok(c) if c == "COUNT" => say(format!("GOT {} {bad} {network}", held.len())),
                     Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
                     Err(mpsc::TryRecvError::Disconnected) => break,
                 }
                 if let Some(s) = sub.take(Duration::from_millis(50)).unwrap() {
                     let (k, bytes) = (s.layout.data_offset, s.data.as_bytes().unwrap());
                     bad += usize::from(!has_pattern_at_ends(k, bytes));
+                    network += usize::from(s.info().transport == Transport::Network);
                     held.push(s);
                 }
             }
@@ -1712,17 +1731,21 @@ fn a_take_and_a_spin_stopped_and_continued_go_on_waiting() {
     }
 }
 
-const SMALL_SHM_TEST: &str = "a_full_dev_shm_refuses_loans_and_kills_nobody";
+const SMALL_SHM_TEST: &str = "a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody";
 
 /// Docker gives a container a 64 MB `/dev/shm`. A publisher whose subscriber
-/// holds every frame, or is stopped while frames queue for it, fills it: the
-/// loans that find no room are refused with a typed error (`SIGBUS` killed
-/// the publisher before), the frames that were sent arrive intact, once the
-/// subscriber is killed loans find room again, a 128 MiB loan is refused, and
-/// nothing of the namespace's processes is left in its /dev/shm. 16 MiB frames
-/// in 64 MB, and 1 MiB frames in 16 MB.
+/// holds every frame, or is stopped while frames queue for it, fills it
+/// (`SIGBUS` killed the publisher before). With the network plane, the frames
+/// that find no room go over DDS (as stock ROS 2 goes on over UDP): every
+/// frame is sent and arrives intact, some by shared memory and the rest over
+/// DDS, and a 128 MiB loan is lent from the heap. In a local-only context such
+/// loans are refused with a typed error, and the frames that were sent arrive
+/// intact. Either way, once the subscriber is killed loans find room again,
+/// and nothing of the namespace's processes is left in its /dev/shm. 16 MiB
+/// frames in 64 MB, and 1 MiB frames in 16 MB; each case in a mount and
+/// network namespace of its own.
 #[test]
-fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
+fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
     if let Some(role) = child_role() {
         return run_child(&role);
     }
@@ -1730,45 +1753,67 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         return;
     }
     let _serial = serial();
-    for (shm_mib, frame_mib, count, stopped) in [(64, 16, 12, "0"), (16, 1, 24, "0"), (64, 16, 12, "1")] {
-        let t = topic(&format!("small_shm_{shm_mib}_{stopped}"));
+    let cases = [(64, 16, 12, "0", true), (64, 16, 12, "0", false), (16, 1, 24, "0", false), (64, 16, 12, "1", false)];
+    for (shm_mib, frame_mib, count, stopped, spills) in cases {
+        let t = topic(&format!("small_shm_{shm_mib}_{stopped}_{spills}"));
         let script = format!(
-            "mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && \
+            "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo && \
+             mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && \
              mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\""
         );
-        let wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &script];
+        let wrapper = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", &script];
         let (len, frames) = ((frame_mib << 20).to_string(), count.to_string());
-        let env = [
+        let mut env = vec![
             ("FREIGHT_TEST_TOPIC", t.as_str()),
             ("FREIGHT_TEST_LEN", &len),
             ("FREIGHT_TEST_COUNT", &frames),
             ("FREIGHT_TEST_STOPPED", stopped),
         ];
+        if !spills {
+            env.push((LOCAL_ONLY, "1"));
+        }
         let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "small_shm_pub", &env);
         let words = kid.expect("RESULT", Duration::from_secs(120));
         let n: Vec<usize> = words.iter().map(|w| w.parse().unwrap()).collect();
-        let (sent, refused, held, bad, recovered, huge, left) = (n[0], n[1], n[2], n[3], n[4], n[5], n[6]);
+        let (sent, refused, spilled, held, bad, over_dds, recovered, huge, left) =
+            (n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8]);
         let how = if stopped == "1" { "queued for a stopped subscriber" } else { "held" };
-        eprintln!("{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB {how}: {sent} sent, {refused} refused, {held} received");
+        let plane = if spills { "with" } else { "without" };
+        eprintln!(
+            "{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB {how}, {plane} the network plane: {sent} sent \
+             ({spilled} over DDS), {refused} refused, {held} received ({over_dds} over DDS)"
+        );
         assert!(sent >= 2, "only {sent} frames of {frame_mib} MiB were sent in {shm_mib} MB");
-        assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
         assert_eq!(sent + refused, count);
         assert_eq!(bad, 0, "frames with a wrong byte");
-        if stopped == "1" {
-            // A full queue misses new frames across processes; what was queued arrives.
-            assert!(held >= 1 && held <= sent, "{held} received of {sent} sent");
+        let stderr = kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if spills {
+            assert_eq!(refused, 0, "loans refused with the network plane to spill to");
+            assert!(spilled > 0 && spilled < count, "{spilled} of {count} frames spilled: the test did not fill it");
+            assert_eq!(held, count, "what the subscriber holds");
+            assert_eq!(over_dds, spilled, "frames received over DDS");
+            assert_eq!(huge, 0, "a 128 MiB loan was refused instead of spilled");
+            assert!(stderr.contains("go to the subscribers over DDS"), "the first spill was not said:\n{stderr}");
         } else {
-            assert_eq!(held, sent, "what the subscriber holds");
+            assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
+            assert_eq!((spilled, over_dds), (0, 0), "a local-only publisher spilled");
+            if stopped == "1" {
+                // A full queue misses new frames across processes; what was queued arrives.
+                assert!(held >= 1 && held <= sent, "{held} received of {sent} sent");
+            } else {
+                assert_eq!(held, sent, "what the subscriber holds");
+            }
+            assert_eq!(huge, 1, "a 128 MiB loan in {shm_mib} MB was not refused as SharedMemoryFull");
         }
         assert_eq!(recovered, 1, "loans found no room after the subscriber died");
-        assert_eq!(huge, 1, "a 128 MiB loan in {shm_mib} MB was not refused as SharedMemoryFull");
         assert_eq!(left, 0, "files left in the namespace's /dev/shm after every endpoint was gone");
         if shm_mib == 64 {
-            // 16 MiB frames at depth 10 ask more than 64 MB: said before the first refusal.
-            let stderr = kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // 16 MiB frames at depth 10 ask more than 64 MB: said before the first refusal or spill.
             let foresight = stderr.find("may take").unwrap_or_else(|| panic!("no foresight on stderr:\n{stderr}"));
             assert!(stderr[foresight..].contains("which holds 64.0 MiB"), "{stderr}");
-            assert!(stderr.find("/dev/shm is full").is_none_or(|full| full > foresight), "{stderr}");
+            for later in ["/dev/shm is full", "/dev/shm has no room"] {
+                assert!(stderr.find(later).is_none_or(|at| at > foresight), "{stderr}");
+            }
         }
         kid.finish();
     }

@@ -46,6 +46,7 @@ mod readers;
 mod receiver;
 mod reserve;
 mod sender;
+mod spill;
 mod unattached;
 mod ways_out;
 
@@ -77,6 +78,9 @@ pub(crate) enum Route {
     Intra,
     /// iceoryx2 sample, to every subscription.
     Shm,
+    /// Heap frame whose message goes to every subscription over DDS, when
+    /// `/dev/shm` has no room for the frame ([`spill`]).
+    Spill,
 }
 
 /// A frame being written.
