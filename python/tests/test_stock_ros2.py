@@ -418,3 +418,41 @@ def test_1080p_at_30hz_reaches_a_stock_node_on_another_host_over_a_lossy_gigabit
         got = received(sub, 90, timeout=ARRIVE)
         assert sorted(got) == list(range(90))
         assert set(got.values()) == {(1920, 1080, 1920 * 1080)}
+
+
+@pytest.mark.parametrize("stack", ["freight", "jazzy", "kilted"])
+def test_in_a_containers_64mb_dev_shm_every_4k_frame_arrives_as_with_stock_ros2(topic, stack):
+    """Issue 22's case, side by side: in a "container" whose /dev/shm is
+    Docker's default 64 MB, a publisher sends thirty 4K bgra8 frames (31.6 MiB
+    each) at 20 Hz with rclpy's default QoS (reliable, depth 10) to a
+    subscription that keeps the last four alive. Stock rclpy delivers every
+    one (Fast DDS goes on over UDP). freight once died of SIGBUS after two;
+    now the frames /dev/shm has no room for go over DDS, and every one arrives
+    intact too, on both stacks' defaults."""
+    if stack == "freight":
+        python = sys.executable
+    else:
+        python = REPO / f".venv-ros-{stack}" / "bin" / "python"
+        if not python.exists():
+            pytest.fail(f"stock ROS 2 {stack} is not installed ({python} is missing): run scripts/install-deps.sh")
+    peer_stack = "freight" if stack == "freight" else "stock"
+    frames = 30
+    with netns.container("64m") as inside:
+
+        def start(role, *options):
+            argv = inside([python, PEER, peer_stack, role, "image", topic, *options])
+            child = Child(argv, clean_env=True, name=f"{stack}-{role}")
+            child.expect("READY", timeout=START)
+            return child
+
+        with start("sub", "--hold", "4") as sub, start("pub") as pub:
+            both_matched(pub, sub, pub_stack=peer_stack)
+            pub.send(f"STREAM 0 {frames} 20 3840 2160")
+            for _ in range(frames):
+                pub.expect("SENT", timeout=ARRIVE)
+            got = received(sub, frames)
+            assert sorted(got) == list(range(frames))
+            assert pub.proc.poll() is None, f"the publisher died{pub.transcript()}"
+            if stack == "freight":
+                said = "\n".join(pub.stderr)
+                assert "go to the subscribers over DDS" in said, f"no frame spilled: the test did not fill /dev/shm{pub.transcript()}"
