@@ -654,14 +654,19 @@ fn run_child(role: &str) {
             wait_for_parent(&cmds);
         }
         // Takes and holds every message; on `COUNT` says how many, how many
-        // had a wrong byte, and how many came over DDS.
+        // had a wrong byte, how many came over DDS, and how many spill
+        // writers the topic's graph lists (as `freight topic info -v` does).
         "hold_all_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(4)).unwrap();
             say("READY");
             let (mut held, mut bad, mut network) = (Vec::new(), 0, 0);
             loop {
                 match cmds.try_recv() {
-                    Ok(c) if c == "COUNT" => say(format!("GOT {} {bad} {network}", held.len())),
+                    Ok(c) if c == "COUNT" => {
+                        let graph = n.topic_graph(&t).unwrap().expect("the topic is listed");
+                        let spill = graph.endpoints.iter().filter(|e| e.spill).count();
+                        say(format!("GOT {} {bad} {network} {spill}", held.len()))
+                    }
                     Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
                     Err(mpsc::TryRecvError::Disconnected) => break,
                 }
@@ -1775,8 +1780,8 @@ fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
         let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "small_shm_pub", &env);
         let words = kid.expect("RESULT", Duration::from_secs(120));
         let n: Vec<usize> = words.iter().map(|w| w.parse().unwrap()).collect();
-        let (sent, refused, spilled, held, bad, over_dds, recovered, huge, left) =
-            (n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8]);
+        let (sent, refused, spilled, held, bad, over_dds, spill_writers, recovered, huge, left) =
+            (n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9]);
         let how = if stopped == "1" { "queued for a stopped subscriber" } else { "held" };
         let plane = if spills { "with" } else { "without" };
         eprintln!(
@@ -1792,11 +1797,12 @@ fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
             assert!(spilled > 0 && spilled < count, "{spilled} of {count} frames spilled: the test did not fill it");
             assert_eq!(held, count, "what the subscriber holds");
             assert_eq!(over_dds, spilled, "frames received over DDS");
+            assert_eq!(spill_writers, 1, "spill writers in the topic's graph");
             assert_eq!(huge, 0, "a 128 MiB loan was refused instead of spilled");
             assert!(stderr.contains("go to the subscribers over DDS"), "the first spill was not said:\n{stderr}");
         } else {
             assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
-            assert_eq!((spilled, over_dds), (0, 0), "a local-only publisher spilled");
+            assert_eq!((spilled, over_dds, spill_writers), (0, 0, 0), "a local-only publisher spilled");
             if stopped == "1" {
                 // A full queue misses new frames across processes; what was queued arrives.
                 assert!(held >= 1 && held <= sent, "{held} received of {sent} sent");
