@@ -25,7 +25,10 @@
 //! asks more than `/dev/shm` holds (`Sender::foresee`), so discovery has
 //! matched it before the first frame spills; the first spill to a new set
 //! of subscriptions still waits, up to [`MATCH_WAIT`], for the writer to
-//! match them all.
+//! match them all. That is the writer's side of the match: a reader learns
+//! of the writer when its process runs, and a volatile DDS reader never gets
+//! what was written before it matched. So a subscriber whose process was
+//! stopped when the writer was made misses what spills until it has run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
