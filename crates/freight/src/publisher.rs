@@ -195,8 +195,12 @@ impl<M: Message> Publisher<M> {
             }
             frame => frame,
         };
+        // A heap frame moves to shared memory when a subscriber in another
+        // process came since the loan; should it find no room there, it
+        // spills, and needs its CDR too.
+        let may_spill = route == Route::Intra && sender.can_spill() && sender.route() == Route::Shm;
         let Exported { entries, device_readers, mut holds, views } =
-            sender.export(&mut frame, buffers, route, device_readers, to_network)?;
+            sender.export(&mut frame, buffers, route, device_readers, to_network || may_spill)?;
         if route == Route::Spill {
             // SAFETY: the views are the exported loan's, in `frame`, which
             // goes back to the publisher's pool only after.
@@ -216,17 +220,22 @@ impl<M: Message> Publisher<M> {
         // local delivery so local subscribers do not wait for the network.
         // SAFETY: the views are the exported loan's, in `frame` (alive until
         // `deliver` below) or in a host copy it holds.
-        let cdr = to_network.then(|| unsafe { encode_from(&msg, &views) });
-        let delivered = sender.rerouted(frame).and_then(|frame| sender.deliver(frame, &device, &device_readers));
-        if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
-            // The frame went out: its readers give the holds back (`deliver`
-            // already did for those it missed).
-            holds.exported.clear();
+        let cdr = (to_network || may_spill).then(|| unsafe { encode_from(&msg, &views) });
+        match (sender.rerouted(frame), cdr) {
+            (Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })), Some(cdr)) if may_spill => sender.spill(cdr?),
+            (rerouted, cdr) => {
+                let delivered = rerouted.and_then(|frame| sender.deliver(frame, &device, &device_readers));
+                if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
+                    // The frame went out: its readers give the holds back
+                    // (`deliver` already did for those it missed).
+                    holds.exported.clear();
+                }
+                if let Some(cdr) = cdr.filter(|_| to_network) {
+                    sender.send_network(cdr?)?;
+                }
+                delivered
+            }
         }
-        if let Some(cdr) = cdr {
-            sender.send_network(cdr?)?;
-        }
-        delivered
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once

@@ -660,6 +660,39 @@ fn run_child(role: &str) {
             say(format!("RESULT {sent} {refused} {spilled} {} {} {} {left}", got.join(" "), u8::from(recovered), huge));
             wait_for_parent(&cmds);
         }
+        // Inside a mount namespace with a small /dev/shm that a file fills
+        // but for FREIGHT_TEST_LEN bytes: lends a frame while the topic has
+        // no subscriber (a heap frame), then publishes it to a subscriber (a
+        // grandchild) that came since. The frame finds no room on its way to
+        // shared memory and goes over DDS. Reports whether the publish
+        // succeeded and what the subscriber received.
+        "rerouted_spill_pub" => {
+            let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+            let free = freight::backend::os::space(Path::new("/dev/shm")).unwrap().free as usize;
+            std::fs::write("/dev/shm/filler", vec![1u8; free - len]).unwrap();
+            let mut m = p.loan(len).unwrap().write_from_fn(|i| pat(5, i));
+            m.layout.data_offset = 5;
+            let mut holder = Kid::spawn(SMALL_SHM_TEST, "hold_all_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+            holder.expect("READY", T);
+            wait_for_subscriptions(&p, 1);
+            let published = match p.publish(m) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("{e:?}").replace(' ', "_"),
+            };
+            let mut got = Vec::new();
+            for _ in 0..50 {
+                std::thread::sleep(Duration::from_millis(100));
+                holder.send("COUNT");
+                got = holder.expect("GOT", T);
+                if got[0] != "0" {
+                    break;
+                }
+            }
+            std::fs::remove_file("/dev/shm/filler").unwrap();
+            say(format!("RESULT {published} {} {}", p.spilled_count(), got.join(" ")));
+            wait_for_parent(&cmds);
+        }
         // Takes and holds every message; on `COUNT` says how many, how many
         // had a wrong byte, how many came over DDS, and how many spill
         // writers the topic's graph lists (as `freight topic info -v` does).
@@ -1744,6 +1777,12 @@ fn a_take_and_a_spin_stopped_and_continued_go_on_waiting() {
 }
 
 const SMALL_SHM_TEST: &str = "a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody";
+/// The start of a script for `unshare --mount --net`: a loopback that routes
+/// multicast, as DDS discovery needs.
+const NAMESPACE_SETUP: &str =
+    "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo && mkdir -p /tmp/iceoryx2";
+/// Its end, once `/dev/shm` is mounted: iceoryx2's records of its own, then the program.
+const ICEORYX2_TMPFS: &str = "mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
 /// Frames the small-/dev/shm test sends after a stopped subscriber runs again.
 const STOPPED_THEN: u32 = 3;
 
@@ -1778,11 +1817,8 @@ fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
     ];
     for (shm_mib, frame_mib, count, stopped, spills) in cases {
         let t = topic(&format!("small_shm_{shm_mib}_{stopped}_{spills}"));
-        let script = format!(
-            "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo && \
-             mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && \
-             mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\""
-        );
+        let script =
+            format!("{NAMESPACE_SETUP} && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && {ICEORYX2_TMPFS}");
         let wrapper = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", &script];
         let (len, frames) = ((frame_mib << 20).to_string(), count.to_string());
         let mut env = vec![
@@ -1850,6 +1886,17 @@ fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
         }
         kid.finish();
     }
+    // A heap frame lent before a subscriber in another process came, with no
+    // room left in /dev/shm when it is published: it spills too.
+    let t = topic("rerouted_spill");
+    let script = format!("{NAMESPACE_SETUP} && mount -t tmpfs -o size=64m tmpfs /dev/shm && {ICEORYX2_TMPFS}");
+    let wrapper = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", &script];
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str()), ("FREIGHT_TEST_LEN", "8388608")];
+    let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "rerouted_spill_pub", &env);
+    let words = kid.expect("RESULT", Duration::from_secs(60));
+    assert_eq!(words[..3], ["ok", "1", "1"], "published, spilled, received: {words:?}");
+    assert_eq!(words[3..5], ["0", "1"], "frames with a wrong byte, and received over DDS: {words:?}");
+    kid.finish();
 }
 
 const MANY_TOPICS_TEST: &str = "open_file_limits_are_raised_and_named";

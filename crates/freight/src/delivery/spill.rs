@@ -26,9 +26,11 @@
 //! matched it before the first frame spills; the first spill to a new set
 //! of subscriptions still waits, up to [`MATCH_WAIT`], for the writer to
 //! match them all. That is the writer's side of the match: a reader learns
-//! of the writer when its process runs, and a volatile DDS reader never gets
-//! what was written before it matched. So a subscriber whose process was
-//! stopped when the writer was made misses what spills until it has run.
+//! of the writer when its process handles the writer's discovery message,
+//! and a volatile DDS reader never gets what was written before. So the
+//! first spill from a writer younger than [`READER_GRACE`] waits until it is
+//! that old, and a subscriber whose process was stopped when the writer was
+//! made misses what spills until it has run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -42,11 +44,16 @@ use crate::network::{NetworkWriter, PeerTag};
 /// it is for, once per new count of them.
 pub(crate) const MATCH_WAIT: Duration = Duration::from_secs(2);
 
+/// How old the spill writer is before its first write: time for this host's
+/// readers to handle its discovery message (a millisecond or so on a running
+/// host).
+pub(crate) const READER_GRACE: Duration = Duration::from_millis(100);
+
 /// A publisher's spill writer and what it did.
 #[derive(Default)]
 pub(super) struct Spill {
-    /// Made on first need; `None` when it could not be (said on stderr).
-    writer: OnceLock<Option<NetworkWriter>>,
+    /// Made on first need, and when; `None` when it could not be (said on stderr).
+    writer: OnceLock<Option<(NetworkWriter, Instant)>>,
     /// The subscriptions last waited for to match.
     waited_for: AtomicUsize,
     /// Messages spilled.
@@ -69,7 +76,7 @@ impl Sender {
 
     /// The spill writer, made on the first call; `None` when this publisher
     /// cannot spill or the writer could not be made.
-    pub(super) fn spill_writer(&self) -> Option<&NetworkWriter> {
+    pub(super) fn spill_writer(&self) -> Option<&(NetworkWriter, Instant)> {
         if !self.can_spill() {
             return None;
         }
@@ -79,6 +86,7 @@ impl Sender {
                 let participant = p.ok_or("the context is local only")?;
                 let tag = PeerTag { spill: true, ..PeerTag::of_this_process(&self.node, Some(self.backend), None) };
                 NetworkWriter::new(&participant, &self.node, &self.topic, &self.dds_type, &self.qos, &tag)
+                    .map(|w| (w, Instant::now()))
                     .map_err(|e| e.to_string())
             });
             made.map_err(|e| eprintln!("freight: the publisher of {}: cannot make its spill writer: {e}", self.topic))
@@ -90,13 +98,13 @@ impl Sender {
     /// Sends a message shared memory had no room for, as CDR, through the
     /// spill writer, to every subscription.
     pub(crate) fn spill(&self, cdr: Vec<u8>) -> Result<(), PublishError> {
-        let Some(writer) = self.spill_writer() else {
+        let Some((writer, made)) = self.spill_writer() else {
             // Loans spill only once the writer exists; should it not, the
             // message is refused as a loan without room is.
             let needed = cdr.len() as u64;
             return Err(LoanError::SharedMemoryFull { needed, free: None, size: None }.into());
         };
-        self.await_readers(writer);
+        self.await_readers(writer, *made);
         if !self.spill.said.swap(true, Ordering::Relaxed) {
             eprintln!(
                 "freight: the publisher of {}: /dev/shm has no room for a frame; it and every frame after it \
@@ -109,11 +117,12 @@ impl Sender {
         Ok(())
     }
 
-    /// Waits, up to [`MATCH_WAIT`], for the spill writer to match every
-    /// subscription of this host and every remote reader, when their number
-    /// grew since the last wait: a sample written before a reader matched is
-    /// not sent to it.
-    fn await_readers(&self, writer: &NetworkWriter) {
+    /// Waits, up to [`MATCH_WAIT`], for the spill writer (made at `made`) to
+    /// match every subscription of this host and every remote reader, when
+    /// their number grew since the last wait, and until the writer is
+    /// [`READER_GRACE`] old: a sample written before a reader matched is not
+    /// sent to it.
+    fn await_readers(&self, writer: &NetworkWriter, made: Instant) {
         let expected = self.listed_subscriptions() + self.network_readers();
         if expected <= self.spill.waited_for.swap(expected, Ordering::Relaxed) {
             return;
@@ -121,6 +130,9 @@ impl Sender {
         let deadline = Instant::now() + MATCH_WAIT;
         while writer.matched_readers() < expected && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(young) = READER_GRACE.checked_sub(made.elapsed()) {
+            std::thread::sleep(young);
         }
     }
 }
