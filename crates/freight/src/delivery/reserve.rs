@@ -193,15 +193,15 @@ pub(crate) fn foresight(
     // A size to suggest: what is needed, rounded up to 256 MiB.
     let suggest = need.div_ceil(256 << 20).saturating_mul(256);
     let then = if spills {
-        "frames that find no room then go over DDS, a copy to each subscriber"
+        "the frames that find no room go over DDS, a copy to each subscriber"
     } else {
         "loans will fail (SharedMemoryFull)"
     };
     Some(format!(
         "frames of {:.1} MiB, up to {depth} queued for each of {readers} subscription(s) and {history} kept for \
-         late joiners, may take {:.1} MiB of /dev/shm, which holds {:.1} MiB: {then} when subscriptions fall \
-         behind or hold frames; give /dev/shm more (docker run --shm-size={suggest}m, or --ipc=host) or use \
-         a smaller depth",
+         late joiners, may take {:.1} MiB of /dev/shm, which holds {:.1} MiB: when subscriptions fall behind or \
+         hold frames, {then}; give /dev/shm more (docker run --shm-size={suggest}m, or --ipc=host) or use a \
+         smaller depth",
         mib(frame as u64),
         mib(need),
         mib(shm_size)
@@ -224,7 +224,7 @@ mod tests {
         assert!(warning.contains("--shm-size=512m"), "{warning}");
         assert!(warning.contains("loans will fail (SharedMemoryFull)"), "{warning}");
         let spilling = foresight(frame, 10, 1, 1, 64 << 20, true).expect("a warning");
-        assert!(spilling.contains("frames that find no room then go over DDS"), "{spilling}");
+        assert!(spilling.contains("hold frames, the frames that find no room go over DDS"), "{spilling}");
         // A desktop's /dev/shm (half the memory) holds it.
         assert_eq!(foresight(frame, 10, 1, 1, 12 << 30, false), None);
         // Small frames never warn; sizes near the limits do not overflow.
