@@ -10,7 +10,9 @@
 //! * a writer counts only the other readers; with none, nothing is serialized
 //!   and nothing is written;
 //! * a reader drops samples of writers that are freight on this host (they came
-//!   by shared memory already), so no sample arrives twice.
+//!   by shared memory already), so no sample arrives twice; but it takes those
+//!   of a publisher's spill writer, which carries what shared memory had no
+//!   room for (`delivery/spill.rs`).
 //!
 //! A message is serialized once per publish, into one DDS write, however many
 //! readers are matched.

@@ -268,6 +268,18 @@ impl<M: Message> Publisher<M> {
     /// Messages this publisher sent over DDS because `/dev/shm` had no room
     /// for them (a container's small `/dev/shm`): see
     /// [`LoanError::SharedMemoryFull`] for what makes room.
+    ///
+    /// ```no_run
+    /// use freight::{Context, QoS};
+    /// use freight::msgs::sensor_msgs::Image;
+    /// let node = Context::new()?.create_node("camera")?;
+    /// let publisher = node.create_publisher::<Image>("image", QoS::default_profile())?;
+    /// // ... publish for a while ...
+    /// if publisher.spilled_count() > 0 {
+    ///     eprintln!("frames went over DDS: give the container more /dev/shm (docker run --shm-size)");
+    /// }
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spilled_count(&self) -> u64 {
         self.sender.spilled()
     }

@@ -20,7 +20,8 @@
 //!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
 //!    to in-process subscriptions, through the iceoryx2 port to other
 //!    processes, as CDR to the DDS writer (`network.rs`) for readers on other
-//!    hosts and stock ROS 2 nodes.
+//!    hosts and stock ROS 2 nodes. A frame `/dev/shm` had no room for goes
+//!    to every reader as CDR through the publisher's spill writer ([`spill`]).
 //! 4. On the other side [`Receiver::next`] (`receiver.rs`) takes the
 //!    next frame (or handed-over sample) from the same three ways in, and
 //!    [`import`] decodes a frame,

@@ -36,18 +36,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use super::ways_out::write_cdr;
 use super::Sender;
 use crate::error::{LoanError, PublishError};
 use crate::network::{NetworkWriter, PeerTag};
 
 /// How long a spill waits for the spill writer to match the subscriptions
 /// it is for, once per new count of them.
-pub(crate) const MATCH_WAIT: Duration = Duration::from_secs(2);
+const MATCH_WAIT: Duration = Duration::from_secs(2);
 
 /// How old the spill writer is before its first write: time for this host's
 /// readers to handle its discovery message (a millisecond or so on a running
 /// host).
-pub(crate) const READER_GRACE: Duration = Duration::from_millis(100);
+const READER_GRACE: Duration = Duration::from_millis(100);
 
 /// A publisher's spill writer and what it did.
 #[derive(Default)]
@@ -112,7 +113,7 @@ impl Sender {
                 self.topic
             );
         }
-        self.write_cdr(writer, cdr).map_err(PublishError::Spill)?;
+        write_cdr(writer, cdr).map_err(PublishError::Spill)?;
         self.spill.spilled.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

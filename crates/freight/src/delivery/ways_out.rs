@@ -295,19 +295,19 @@ impl Sender {
     /// memory for the next one.
     pub(crate) fn send_network(&self, cdr: Vec<u8>) -> Result<(), PublishError> {
         match &self.network {
-            Some(n) => self.write_cdr(n, cdr).map_err(PublishError::Network),
+            Some(n) => write_cdr(n, cdr).map_err(PublishError::Network),
             None => {
                 CDR_SCRATCH.set(cdr);
                 Ok(())
             }
         }
     }
+}
 
-    /// Writes a serialized message to `writer` and keeps the vector's memory
-    /// for the next one.
-    pub(super) fn write_cdr(&self, writer: &NetworkWriter, cdr: Vec<u8>) -> Result<(), freight_dds::DdsError> {
-        let written = writer.write(&cdr);
-        CDR_SCRATCH.set(cdr);
-        written
-    }
+/// Writes a serialized message to `writer` and keeps the vector's memory for
+/// the next one.
+pub(super) fn write_cdr(writer: &NetworkWriter, cdr: Vec<u8>) -> Result<(), freight_dds::DdsError> {
+    let written = writer.write(&cdr);
+    CDR_SCRATCH.set(cdr);
+    written
 }
