@@ -5,7 +5,7 @@ use freight::{Context, ContextError};
 
 /// `pkg/<kind>/Type`, from that or from `pkg/Type` as `ros2` also takes it; `kind` is
 /// `msg` or `srv`.
-pub fn full_type_name(text: &str, kind: &str) -> Result<String, String> {
+fn full_type_name(text: &str, kind: &str) -> Result<String, String> {
     match text.trim().split('/').collect::<Vec<_>>()[..] {
         [pkg, name] if !pkg.is_empty() && !name.is_empty() => Ok(format!("{pkg}/{kind}/{name}")),
         [pkg, k, name] if k == kind && !pkg.is_empty() && !name.is_empty() => Ok(text.trim().to_string()),
