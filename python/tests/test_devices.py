@@ -8,6 +8,8 @@ copies it byte for byte, and DLPack describes it as the device it is on
 only a host copy is exported).
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -213,6 +215,34 @@ def test_another_process_receives_this_processes_device_memory(topic, node):
             msg.layout.data_offset = k
             pub.publish(msg)
             assert " ".join(child.expect("GOT")) == f"GOT {k} fake-device DeviceArray ok"
+
+
+def test_a_keep_last_subscriber_behind_a_fast_device_publisher_never_gets_a_freed_block(topic, node):
+    # The publisher does not wait for a keep-last subscriber with a full
+    # queue, yet iceoryx2 tries its queue once more after giving up on it: a
+    # frame the subscriber made room for meanwhile arrives. Its device holds
+    # must stay (the GPU demo's display once got "block 3 is stale").
+    qos = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.RELIABLE)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, qos, accepted_backends=["fake-device"])
+    with peer("device_peer.py", "publish", topic, "--backend", "fake-device") as child:
+        child.expect("READY")
+        child.send("WAIT 1")
+        assert " ".join(child.expect("SUBS")) == "SUBS 1"
+        child.send(f"FLOOD {1 << 20} 4")
+        got, deadline = 0, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = sub.take(timeout_sec=0.5)
+            if msg is None:
+                if child.lines.qsize():
+                    break  # FLOODED: the publisher is done, and the queue is empty
+                continue
+            k, data = msg.layout.data_offset, msg.data  # a stale block raises here
+            assert first_mismatch(data.to_numpy(), k) is None, f"message {got} (pattern {k}) is not what was sent"
+            got += 1
+            del msg, data
+        sent = int(child.expect("FLOODED")[1])
+    assert got > 10, f"received {got} of {sent}"
+    assert got < sent, f"the subscriber kept up with all {sent} messages: no queue was full, nothing was tested"
 
 
 # ------------------------------------------------------------------ loans and their errors

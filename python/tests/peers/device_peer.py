@@ -15,6 +15,10 @@ ordered after that stream would see the bytes unwritten), published without
 waiting for it; for the others from a numpy array (copied once). It answers
 ``SENT k`` or ``ERR k <class> <message>``.
 
+``FLOOD n seconds`` publishes messages of ``n`` bytes (numbered from 1)
+as fast as it can for that long, whatever the subscribers keep up with (keep
+last: a full queue misses messages), and answers ``FLOODED <count>``.
+
 The subscriber answers each message with ``GOT k <backend> <type of data> <ok
 or BAD i>``, having read every byte: device memory through
 ``torch.from_dlpack`` on a stream of its own (``cuda``; ``cuda-host`` through
@@ -24,6 +28,7 @@ or BAD i>``, having read every byte: device memory through
 import argparse
 import pathlib
 import sys
+import time
 
 import numpy as np
 
@@ -53,6 +58,9 @@ def publish(args, node):
         if words[0] == "WAIT":
             support.report_subscriptions(pub, int(words[1]))
             continue
+        if words[0] == "FLOOD":
+            flood(pub, int(words[1]), float(words[2]))
+            continue
         k, n = int(words[1]), int(words[2])
         try:
             if gpu:
@@ -73,6 +81,20 @@ def publish(args, node):
             print(f"ERR {k} {type(e).__name__} {e}".replace("\n", " "), flush=True)
             continue
         print(f"SENT {k}", flush=True)
+
+
+def flood(pub, n, seconds):
+    frames = []
+    for k in range(1, 5):
+        frames.append(np.empty(n, np.uint8))
+        support.fill_pattern(frames[-1], k)
+    sent, stop = 0, time.monotonic() + seconds
+    while time.monotonic() < stop:
+        msg = UInt8MultiArray(data=frames[sent % 4])
+        msg.layout.data_offset = sent % 4 + 1
+        pub.publish(msg)
+        sent += 1
+    print(f"FLOODED {sent}", flush=True)
 
 
 def check(msg):

@@ -137,7 +137,8 @@ impl Sender {
     }
 
     /// Gives back the device-memory holds of a subscriber that will never see
-    /// this frame (its queue was full, or its process died).
+    /// this frame: its queue in this process was full, or the publisher failed
+    /// the send for it after waiting.
     pub(super) fn release_for(&self, ad: &SubscriberAd, device: &[Entry]) {
         let Some(pool) = &self.pool else { return };
         if !self.takes_pool_memory(ad, pool.kind()) {

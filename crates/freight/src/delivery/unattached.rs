@@ -1,30 +1,38 @@
-//! Device holds of subscribers that missed a frame without anyone saying which.
+//! Device holds of subscribers that may have missed a frame, where nobody can
+//! say which.
 //!
-//! iceoryx2 asks the backpressure handler about a full queue only for a
-//! subscriber attached to its side of the connection. One that has not
-//! attached (its process was stopped when this publisher appeared, or has
-//! not taken anything since) fills its queue and is then skipped silently:
-//! `send` counts one recipient fewer, and the publisher cannot tell which
-//! subscriber it was (`Sender::unannounced_misses`). The device holds named
-//! for it would stay until its process exits.
+//! Two ways a frame can miss a subscriber leave the publisher unsure who:
 //!
-//! So a frame that someone missed unannounced is a *suspect* for every
-//! process its device buffers were lent to. Each connection delivers in
-//! order; once every subscription of process `p` has taken a later frame,
-//! `p` has taken or missed every suspect before it, and the holds it has not
-//! imported on them never will be. That later frame is `p`'s *witness*: the
-//! first frame lent to `p` after its last suspect for which the backpressure
-//! handler gave back none of `p`'s holds (a subscription with a full queue
-//! may still have the suspect queued). The pool says when every subscription
-//! of `p` took it: no hold of `p` on it is left unimported
-//! ([`Backend::awaits`]). A process none of whose subscriptions takes this
-//! publisher's device memory any more has its suspects released too.
-//! Suspects `p` no longer awaits (imported, given back, freed) are forgotten,
-//! so what is kept is bounded by the pool's blocks.
+//! * iceoryx2 asks the backpressure handler about a full queue only for a
+//!   subscriber attached to its side of the connection. One that has not
+//!   attached (its process was stopped when this publisher appeared, or has
+//!   not taken anything since) fills its queue and is then skipped silently:
+//!   `send` counts one recipient fewer, and the publisher cannot tell which
+//!   subscriber it was (`Sender::unannounced_misses`);
+//! * a subscriber the handler gave up on at once (keep last: the publisher
+//!   does not wait for it) may receive the frame all the same: after the
+//!   handler's answer iceoryx2 tries its queue once more, and the subscriber
+//!   may have taken one meanwhile. Giving its holds back then would leave it a
+//!   descriptor of a block freed and reused (seen: the GPU demo's display,
+//!   [`ImportError::Stale`](freight_backend::ImportError::Stale)).
 //!
-//! The reaper thread settles them every
-//! [`REAP_PERIOD`](super::housekeeping::reaper::REAP_PERIOD), also after the
-//! publisher is gone (by witnesses only), while its pool exists.
+//! So such a frame is a *suspect* for every process its device buffers were
+//! lent to, and holds nobody gives back stay until that process exits, unless
+//! settled here. Each connection delivers in order: once a process `p` took
+//! a frame lent to it later (the pool says no hold of `p` on it is left
+//! unimported, [`Backend::awaits`]), `p` has taken or missed every frame
+//! before it, and the holds it has not imported on those never will be. Such
+//! a later frame is a *proof*: any frame lent to `p`, suspect or not, except
+//! one for which the publisher gave back a hold of `p` (a hold it gave back is
+//! not awaited either, whether `p` took the frame or not). A process none of
+//! whose subscriptions takes this publisher's device memory any more has its
+//! suspects released too. What is kept per process is the frames lent to it
+//! since its oldest unsettled suspect, each holding a block of the pool until
+//! settled, so it is bounded by the pool.
+//!
+//! The publisher settles them after each frame it notes, and the reaper
+//! thread every [`REAP_PERIOD`](super::housekeeping::reaper::REAP_PERIOD),
+//! also after the publisher is gone (by proofs only), while its pool exists.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -46,15 +54,24 @@ pub(crate) struct Unattached {
 /// A reader process with frames it may have missed.
 struct Reader {
     pid: u32,
-    /// The device buffers of its suspect frames.
-    suspects: Vec<Descriptor>,
-    /// The device buffers of its witness, once sent.
-    witness: Option<Vec<Descriptor>>,
+    /// The frames lent to it since its oldest unsettled suspect, as sent.
+    frames: Vec<Lent>,
+}
+
+/// A frame lent to a reader with suspects.
+struct Lent {
+    /// Its device buffers.
+    buffers: Vec<Descriptor>,
+    /// Whether the reader may have missed it.
+    suspect: bool,
+    /// Whether, once the reader awaits none of its buffers, the reader took
+    /// it: false when the publisher gave a hold of the reader back.
+    proof: bool,
 }
 
 /// The suspects, locked from before a send until its frame is noted: a frame
-/// that another thread sends meanwhile cannot come between the two, so a
-/// witness is never a frame sent before its suspect.
+/// that another thread sends meanwhile cannot come between the two, so the
+/// frames of a reader are kept in the order they were sent.
 pub(super) struct Noting<'a> {
     unattached: &'a Unattached,
     readers: MutexGuard<'a, Vec<Reader>>,
@@ -66,7 +83,8 @@ pub(super) struct Sent<'a> {
     pub(super) device: &'a [Entry],
     /// The processes they were lent to, one entry per subscription.
     pub(super) lent_to: &'a [u32],
-    /// The processes the backpressure handler gave a hold back for.
+    /// The processes the publisher gave a hold back for (subscriptions that
+    /// certainly missed the frame).
     pub(super) given_back: &'a [u32],
     /// Whether some subscriber may have missed it unannounced.
     pub(super) suspect: bool,
@@ -82,40 +100,46 @@ impl Unattached {
         Noting { unattached: self, readers: lock(&self.readers) }
     }
 
-    /// Releases the holds that a reader's witness (or, given the processes
-    /// that take the publisher's device memory now, `taking`, its leaving)
-    /// shows will never be imported; forgets suspects no longer awaited.
-    /// Returns how many holds were released.
+    /// Releases the holds that a reader's proof (or, given the processes that
+    /// take the publisher's device memory now, `taking`, its leaving) shows
+    /// will never be imported. Returns how many holds were released.
     pub(super) fn settle(&self, taking: Option<&[u32]>) -> usize {
         if !self.pending.load(Ordering::Acquire) {
             return 0;
         }
         let mut readers = lock(&self.readers);
+        let released = self.settle_locked(&mut readers, taking);
+        self.pending.store(!readers.is_empty(), Ordering::Release);
+        released
+    }
+
+    fn settle_locked(&self, readers: &mut Vec<Reader>, taking: Option<&[u32]>) -> usize {
         let Some(pool) = self.pool.upgrade() else {
             // The pool is gone, and every hold with it.
             readers.clear();
-            self.pending.store(false, Ordering::Release);
             return 0;
         };
-        let awaits = |d: &Descriptor, pid: u32| pool.awaits(d.as_bytes(), pid);
         let mut released = 0;
-        readers.retain_mut(|r| {
-            let left = taking.is_some_and(|now| !now.contains(&r.pid));
-            let passed = r.witness.as_ref().is_some_and(|w| !w.iter().any(|d| awaits(d, r.pid)));
-            if left || passed {
-                for d in &r.suspects {
-                    // One hold per subscription of the process; an error means
-                    // none is left unimported.
-                    while pool.release_unimported(d.as_bytes(), r.pid).is_ok() {
-                        released += 1;
-                    }
+        let mut release = |frames: &mut dyn Iterator<Item = Lent>, pid: u32| {
+            for d in frames.filter(|f| f.suspect).flat_map(|f| f.buffers) {
+                // One hold per subscription of the process; an error means
+                // none is left unimported.
+                while pool.release_unimported(d.as_bytes(), pid).is_ok() {
+                    released += 1;
                 }
+            }
+        };
+        readers.retain_mut(|r| {
+            if taking.is_some_and(|now| !now.contains(&r.pid)) {
+                release(&mut r.frames.drain(..), r.pid);
                 return false;
             }
-            r.suspects.retain(|d| awaits(d, r.pid));
-            !r.suspects.is_empty()
+            let taken = |f: &Lent| f.proof && !f.buffers.iter().any(|d| pool.awaits(d.as_bytes(), r.pid));
+            if let Some(last) = r.frames.iter().rposition(taken) {
+                release(&mut r.frames.drain(..=last), r.pid);
+            }
+            r.frames.iter().any(|f| f.suspect)
         });
-        self.pending.store(!readers.is_empty(), Ordering::Release);
         released
     }
 
@@ -126,8 +150,9 @@ impl Unattached {
 }
 
 impl Noting<'_> {
-    /// Records the frame just sent: as a suspect for the processes its device
-    /// buffers were lent to, or as the witness of those that wait for one.
+    /// Records the frame just sent for the processes its device buffers were
+    /// lent to: as a suspect, or as a possible proof for those with suspects;
+    /// then settles what a proof shows.
     pub(super) fn note(mut self, sent: Sent<'_>) {
         let readers = &mut *self.readers;
         if sent.device.is_empty() || (!sent.suspect && readers.is_empty()) {
@@ -138,19 +163,18 @@ impl Noting<'_> {
             if sent.lent_to[..i].contains(&pid) {
                 continue;
             }
-            let known = readers.iter_mut().find(|r| r.pid == pid);
-            match (sent.suspect, known) {
-                (true, Some(r)) => {
-                    r.suspects.extend(buffers());
-                    r.witness = None;
-                }
-                (true, None) => readers.push(Reader { pid, suspects: buffers(), witness: None }),
-                (false, Some(r)) if r.witness.is_none() && !sent.given_back.contains(&pid) => {
-                    r.witness = Some(buffers());
-                }
-                (false, _) => {}
+            let proof = !sent.given_back.contains(&pid);
+            if !sent.suspect && !proof {
+                continue;
+            }
+            let lent = Lent { buffers: buffers(), suspect: sent.suspect, proof };
+            match readers.iter_mut().find(|r| r.pid == pid) {
+                Some(r) => r.frames.push(lent),
+                None if sent.suspect => readers.push(Reader { pid, frames: vec![lent] }),
+                None => {}
             }
         }
+        self.unattached.settle_locked(readers, None);
         self.unattached.pending.store(!readers.is_empty(), Ordering::Release);
     }
 }
@@ -246,6 +270,28 @@ mod tests {
         assert_eq!(u.settle(Some(&[])), 1, "the reader left");
         assert!(!u.is_pending());
         assert_eq!(in_use(&pool), 0);
+    }
+
+    #[test]
+    fn a_suspect_its_reader_took_proves_the_suspects_before_it() {
+        // A keep-last reader behind a fast publisher: every frame is a suspect,
+        // and the reader takes some of them.
+        let pool = pool();
+        let u = Unattached::new(&pool);
+        let lent = [me()];
+        let missed = frame(&pool, 1);
+        u.for_send().note(sent(&missed, &lent, &[], true));
+        let taken = frame(&pool, 1);
+        u.for_send().note(sent(&taken, &lent, &[], true));
+        assert!(pool.awaits(missed[0].descriptor.as_bytes(), me()));
+        let none: freight_backend::Frame = Arc::new(freight_backend::HeapFrame(Vec::new()));
+        drop(pool.import(&none, taken[0].descriptor.as_bytes()).unwrap());
+        let queued = frame(&pool, 1);
+        u.for_send().note(sent(&queued, &lent, &[], true));
+        assert!(!pool.awaits(missed[0].descriptor.as_bytes(), me()), "the next frame settled the missed one");
+        assert!(pool.awaits(queued[0].descriptor.as_bytes(), me()), "a frame after the proof stays");
+        assert!(u.is_pending());
+        assert_eq!(in_use(&pool), 1);
     }
 
     #[test]

@@ -217,15 +217,21 @@ impl Sender {
                 let noting = self.unattached.as_ref().filter(|_| !device.is_empty()).map(|u| u.for_send());
                 let sent = sample.send();
                 let handled = self.missed.take();
+                // A subscriber the handler failed the send for missed the
+                // frame. One it discarded the frame for at once may have
+                // received it anyway: iceoryx2 tries the queue once more after
+                // the handler's answer, so its holds are left to `unattached`.
+                let mut given_back = Vec::new();
                 for &(ad, waited_for) in &handled {
                     missed += usize::from(waited_for);
-                    if let Some(ad) = ad {
+                    if let Some(ad) = ad.filter(|_| waited_for) {
                         self.release_for(&ad, device);
+                        given_back.push(ad.pid);
                     }
                 }
                 // Whether someone may have missed the frame without the
-                // handler knowing who: a frame a reader missed unannounced is a
-                // suspect of its device holds.
+                // handler knowing who, or received it after the handler gave
+                // up: the frame is a suspect of its device holds.
                 let unknown = match sent {
                     Ok(recipients) => {
                         let unannounced = self.unannounced_misses(recipients, &handled);
@@ -237,8 +243,7 @@ impl Sender {
                     Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
                 };
                 if let Some(noting) = noting {
-                    let given_back: Vec<u32> = handled.iter().filter_map(|(ad, _)| ad.map(|a| a.pid)).collect();
-                    let suspect = unknown || handled.iter().any(|(ad, _)| ad.is_none());
+                    let suspect = unknown || handled.iter().any(|&(_, waited_for)| !waited_for);
                     noting.note(Sent { device, lent_to, given_back: &given_back, suspect });
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
