@@ -209,26 +209,26 @@ mod tests {
     }
 
     #[test]
-    fn a_suspect_is_released_once_its_reader_took_the_witness_and_not_before() {
+    fn a_suspect_is_released_once_its_reader_took_a_later_frame_and_not_before() {
         let pool = pool();
         let u = Unattached::new(&pool);
         let lent = [me()];
         let missed = frame(&pool, 1);
         u.for_send().note(sent(&missed, &lent, &[], true));
         assert!(u.is_pending());
-        assert_eq!(u.settle(Some(&lent)), 0, "no witness yet");
-        let witness = frame(&pool, 1);
-        u.for_send().note(sent(&witness, &lent, &[], false));
-        assert_eq!(u.settle(Some(&lent)), 0, "the witness is not taken yet");
+        assert_eq!(u.settle(Some(&lent)), 0, "no later frame yet");
+        let later = frame(&pool, 1);
+        u.for_send().note(sent(&later, &lent, &[], false));
+        assert_eq!(u.settle(Some(&lent)), 0, "the later frame is not taken yet");
         let none: freight_backend::Frame = Arc::new(freight_backend::HeapFrame(Vec::new()));
-        drop(pool.import(&none, witness[0].descriptor.as_bytes()).unwrap());
-        assert_eq!(u.settle(Some(&lent)), 1, "the witness was taken: the suspect was missed");
+        drop(pool.import(&none, later[0].descriptor.as_bytes()).unwrap());
+        assert_eq!(u.settle(Some(&lent)), 1, "the later frame was taken: the suspect was missed");
         assert!(!u.is_pending());
         assert_eq!(in_use(&pool), 0);
     }
 
     #[test]
-    fn a_witness_whose_holds_were_given_back_by_the_publisher_proves_nothing() {
+    fn a_frame_whose_holds_the_publisher_gave_back_proves_nothing() {
         let pool = pool();
         let u = Unattached::new(&pool);
         // Two subscriptions in this process; one had a full queue for the
@@ -241,7 +241,7 @@ mod tests {
         for _ in 0..2 {
             let _ = pool.release_unimported(second[0].descriptor.as_bytes(), me());
         }
-        assert_eq!(u.settle(Some(&lent)), 0, "a frame given back for the process is no witness");
+        assert_eq!(u.settle(Some(&lent)), 0, "a frame given back for the process is no proof");
         assert!(pool.awaits(first[0].descriptor.as_bytes(), me()));
         let third = frame(&pool, 2);
         u.for_send().note(sent(&third, &lent, &[], false));
@@ -253,19 +253,19 @@ mod tests {
     }
 
     #[test]
-    fn a_later_suspect_needs_a_later_witness_and_taken_suspects_are_forgotten() {
+    fn a_later_suspect_needs_a_later_proof_and_taken_suspects_are_forgotten() {
         let pool = pool();
         let u = Unattached::new(&pool);
         let lent = [me()];
         let taken = frame(&pool, 1);
         u.for_send().note(sent(&taken, &lent, &[], true));
-        let witness = frame(&pool, 1);
-        u.for_send().note(sent(&witness, &lent, &[], false));
+        let later = frame(&pool, 1);
+        u.for_send().note(sent(&later, &lent, &[], false));
         let missed = frame(&pool, 1);
         u.for_send().note(sent(&missed, &lent, &[], true));
         pool.release_unimported(taken[0].descriptor.as_bytes(), me()).unwrap();
-        pool.release_unimported(witness[0].descriptor.as_bytes(), me()).unwrap();
-        assert_eq!(u.settle(Some(&lent)), 0, "the witness came before the last suspect");
+        pool.release_unimported(later[0].descriptor.as_bytes(), me()).unwrap();
+        assert_eq!(u.settle(Some(&lent)), 0, "the proof came before the last suspect");
         assert!(u.is_pending(), "the last suspect is still awaited");
         assert_eq!(u.settle(Some(&[])), 1, "the reader left");
         assert!(!u.is_pending());
