@@ -107,16 +107,15 @@ impl Unattached {
         if !self.pending.load(Ordering::Acquire) {
             return 0;
         }
-        let mut readers = lock(&self.readers);
-        let released = self.settle_locked(&mut readers, taking);
-        self.pending.store(!readers.is_empty(), Ordering::Release);
-        released
+        self.settle_locked(&mut lock(&self.readers), taking)
     }
 
+    /// [`Unattached::settle`] with `readers` locked; updates `pending`.
     fn settle_locked(&self, readers: &mut Vec<Reader>, taking: Option<&[u32]>) -> usize {
         let Some(pool) = self.pool.upgrade() else {
             // The pool is gone, and every hold with it.
             readers.clear();
+            self.pending.store(false, Ordering::Release);
             return 0;
         };
         let mut released = 0;
@@ -140,6 +139,7 @@ impl Unattached {
             }
             r.frames.iter().any(|f| f.suspect)
         });
+        self.pending.store(!readers.is_empty(), Ordering::Release);
         released
     }
 
@@ -175,7 +175,6 @@ impl Noting<'_> {
             }
         }
         self.unattached.settle_locked(readers, None);
-        self.unattached.pending.store(!readers.is_empty(), Ordering::Release);
     }
 }
 
