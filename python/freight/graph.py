@@ -28,7 +28,9 @@ class TopicEndpointInfo:
     (``node_name``, ``node_namespace``, ``topic_type``, ``endpoint_type``,
     ``qos_profile``) and what freight knows besides: ``host``, ``pid``,
     ``over_network`` (reached over DDS: another host, or a stock node),
-    ``is_freight`` and ``backend`` (a freight publisher's buffer memory).
+    ``is_freight``, ``backend`` (a freight publisher's buffer memory) and
+    ``is_spill`` (a freight publisher's second DDS writer, for the frames its
+    ``/dev/shm`` has no room for).
     A stock endpoint whose node did not announce itself has the node name
     ``_NODE_NAME_UNKNOWN_``, as in rclpy."""
 
@@ -43,10 +45,11 @@ class TopicEndpointInfo:
         "over_network",
         "is_freight",
         "backend",
+        "is_spill",
     )
 
     def __init__(self, row):
-        kind, node, topic_type, reliability, durability, host, pid, over_network, is_freight, backend = row
+        kind, node, topic_type, reliability, durability, host, pid, over_network, is_freight, backend, is_spill = row
         if node in ("", "?"):
             self.node_namespace, self.node_name = "_NODE_NAMESPACE_UNKNOWN_", "_NODE_NAME_UNKNOWN_"
         else:
@@ -64,6 +67,7 @@ class TopicEndpointInfo:
         self.over_network = over_network
         self.is_freight = is_freight
         self.backend = backend
+        self.is_spill = is_spill
 
     def __repr__(self):
         return (

@@ -5,7 +5,9 @@ traffic ever reaches this machine's real interfaces.
   multicast (what DDS discovery needs), and nothing else;
 * :func:`two_hosts` — two namespaces joined by a veth pair, each direction shaped
   to a link rate with ``tc tbf`` and losing packets at random by an nftables
-  rule on the ingress hook (this kernel has no netem).
+  rule on the ingress hook (this kernel has no netem);
+* :func:`container` — one "host" whose ``/dev/shm`` is as small as Docker makes a
+  container's (64 MB unless told otherwise), shared by every process started in it.
 
 Both are context managers yielding namespace names and delete the namespaces on
 exit; :func:`argv` runs a command inside one. Creating them needs root and
@@ -17,6 +19,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 
 _PREFIX = "freight-pytest-"
@@ -104,3 +107,38 @@ def two_hosts(rate="1gbit", loss=0.0, mtu=1500):
     finally:
         for ns in names:
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+
+@contextlib.contextmanager
+def container(shm_size="64m"):
+    """A "container": a namespace as :func:`host` makes, and a mount namespace
+    whose ``/dev/shm`` is a tmpfs of ``shm_size`` and whose ``/tmp/iceoryx2``
+    is empty, kept in a file so that every process started in it shares them.
+    Yields a function that turns a command (a list) into one run inside."""
+    with host() as net:
+        root = tempfile.mkdtemp(prefix=_PREFIX)
+        mounts = os.path.join(root, "mnt")
+        # A mount namespace is kept by bind-mounting it on a file, which must
+        # not lie on a shared mount (or it would propagate back).
+        _run("mount", "--bind", root, root)
+        try:
+            _run("mount", "--make-private", root)
+            open(mounts, "w").close()
+            _run(
+                "unshare",
+                f"--mount={mounts}",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f"mount -t tmpfs -o size={shm_size} tmpfs /dev/shm && mkdir -p /tmp/iceoryx2 && "
+                "mount -t tmpfs tmpfs /tmp/iceoryx2",
+            )
+            try:
+                # `ip netns exec` copies the mount namespace it starts in.
+                yield lambda command: ["nsenter", f"--mount={mounts}", *argv(net, command)]
+            finally:
+                subprocess.run(["umount", mounts], capture_output=True)
+        finally:
+            subprocess.run(["umount", root], capture_output=True)
+            shutil.rmtree(root, ignore_errors=True)

@@ -276,6 +276,11 @@ fn print_endpoint(i: usize, e: &Endpoint) {
     println!("    Host: {}  Process id: {}", shown(&e.host), e.pid);
     match (e.over_network, e.freight) {
         (false, _) => println!("    Reached by: this host's shared memory"),
+        (true, true) if e.spill => println!(
+            "    Reached by: DDS, for the frames /dev/shm has no room for (the spill writer of the publisher of \
+             process {}; its QoS asks more than /dev/shm holds)",
+            e.pid
+        ),
         (true, true) => println!("    Reached by: DDS (freight on another host)"),
         (true, false) => println!("    Reached by: DDS (a stock DDS / ROS 2 endpoint)"),
     }

@@ -254,3 +254,47 @@ fn topic_commands_see_publishers_on_other_hosts_through_dds() {
     assert!(out.contains("\nwidth: 32\nencoding: bgra8\n"), "{out}");
     assert!(out.contains("\ndata:  # 2048 elements (uint8) in cpu\n- 0\n- 1\n"), "{out}");
 }
+
+/// Issue 22's container, with the tool: in a mount and network namespace
+/// whose /dev/shm is Docker's default 64 MB, `topic pub` sends 4K frames at
+/// 10 Hz to `topic hz`. Two frames fill /dev/shm; the rest go over DDS. The
+/// publisher says so on stderr, sends every frame and exits 0, and `topic
+/// info -v` lists its spill writer beside it.
+#[test]
+fn topic_info_shows_the_spill_writer_of_a_publisher_in_a_small_dev_shm() {
+    if !other_host_available("topic_info_shows_the_spill_writer_of_a_publisher_in_a_small_dev_shm") {
+        return;
+    }
+    let topic = format!("/cli_spill_{}/image", std::process::id());
+    let script = r#"set -e
+        ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo
+        mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size=64m tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp/iceoryx2
+        "$0" topic hz "$1" > /dev/null 2>&1 &
+        hz=$!
+        "$0" topic pub "$1" sensor_msgs/msg/Image --width 3840 --height 2160 --rate 10 --count 30 \
+            --wait-for-subscribers 1 > /dev/null 2> "$2" &
+        publisher=$!
+        sleep 2
+        "$0" topic info -v "$1"
+        wait "$publisher"
+        echo "publisher exit $?"
+        kill "$hz""#;
+    let dir = freight_testkit::PrivateDir::new("freight-spill-cli");
+    let stderr_file = dir.path().join("pub.err");
+    let loopback = concat!(env!("CARGO_MANIFEST_DIR"), "/../freight-dds/loopback.xml");
+    let out = Command::new("unshare")
+        .args(["--mount", "--net", "--propagation", "private", "sh", "-c", script, env!("CARGO_BIN_EXE_freight")])
+        .arg(&topic)
+        .arg(&stderr_file)
+        .env("CYCLONEDDS_URI", format!("file://{loopback}"))
+        .output()
+        .expect("run the namespace");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let published = std::fs::read_to_string(&stderr_file).unwrap_or_default();
+    assert!(out.status.success(), "{stdout}\n{}\n{published}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Publisher count: 2"), "{stdout}");
+    assert!(stdout.contains("Reached by: DDS, for the frames /dev/shm has no room for"), "{stdout}");
+    assert!(stdout.contains("] -> [2]: network, cpu (serialized once per message)"), "{stdout}");
+    assert!(stdout.contains("publisher exit 0"), "{stdout}\n{published}");
+    assert!(published.contains("go to the subscribers over DDS"), "{published}");
+}

@@ -343,6 +343,7 @@ pub(crate) trait AnyPublisher: Send + Sync {
     ) -> PyResult<Bound<'py, LoanedBuffer>>;
     fn topic_name(&self) -> &str;
     fn subscription_count(&self) -> usize;
+    fn spilled_count(&self) -> u64;
 }
 
 /// The loan behind `values` when they are exactly one whole loan of `me`: the
@@ -700,6 +701,10 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
     fn subscription_count(&self) -> usize {
         RustPublisher::subscription_count(self) + self.network_subscription_count()
     }
+
+    fn spilled_count(&self) -> u64 {
+        RustPublisher::spilled_count(self)
+    }
 }
 
 /// A publisher (rclpy's `Publisher`).
@@ -806,6 +811,13 @@ impl Publisher {
     /// Subscriptions matched, on this host and over the network.
     fn get_subscription_count(&self) -> usize {
         self.inner.subscription_count()
+    }
+
+    /// Messages sent over DDS because `/dev/shm` had no room for them (a
+    /// container's small `/dev/shm`; the first is said on stderr).
+    #[getter]
+    fn spilled_count(&self) -> u64 {
+        self.inner.spilled_count()
     }
 }
 

@@ -116,7 +116,7 @@ pub(crate) fn from_publish(e: PublishError) -> PyErr {
         PublishError::MetaTooLarge { .. } => Kind::Limit,
         PublishError::BufferNotFromLoan { .. } => Kind::Loan,
         PublishError::Export(_) | PublishError::HostCopy(_) => Kind::Backend,
-        PublishError::Network(_) => Kind::Network,
+        PublishError::Network(_) | PublishError::Spill(_) => Kind::Network,
         PublishError::SharedMemory(_) | PublishError::Reroute(_) => Kind::SharedMemory,
         _ => Kind::Malformed,
     };

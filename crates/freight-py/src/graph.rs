@@ -52,9 +52,9 @@ pub(crate) fn wait_for_discovery(py: Python<'_>, node: &Node, seconds: f64) -> P
 
 /// One endpoint of a topic, as `freight.TopicEndpointInfo` takes it:
 /// `(kind, node fully qualified name, type, reliability, durability, host, pid,
-/// over_network, freight, backend)`.
+/// over_network, freight, backend, spill)`.
 type EndpointTuple =
-    (&'static str, String, String, &'static str, &'static str, String, u32, bool, bool, Option<String>);
+    (&'static str, String, String, &'static str, &'static str, String, u32, bool, bool, Option<String>, bool);
 
 /// The endpoints of `topic` (relative names resolve in the node's namespace); empty
 /// when it does not exist.
@@ -79,6 +79,7 @@ pub(crate) fn topic_endpoints(py: Python<'_>, node: &Node, topic: &str) -> PyRes
                 e.over_network,
                 e.freight,
                 e.backend.map(|b| b.name().to_string()),
+                e.spill,
             )
         })
         .collect())

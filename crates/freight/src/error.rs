@@ -322,6 +322,10 @@ pub enum PublishError {
     /// readers failed.
     #[error("delivered locally, but the DDS write failed: {0}")]
     Network(DdsError),
+    /// `/dev/shm` had no room for the message, and the DDS write that
+    /// carries such messages instead (a publisher's spill writer) failed.
+    #[error("/dev/shm had no room for the message, and sending it over DDS instead failed: {0}")]
+    Spill(#[source] DdsError),
 }
 
 /// Taking a message failed. The subscription stays usable; the next message is

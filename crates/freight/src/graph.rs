@@ -87,6 +87,10 @@ pub struct Endpoint {
     /// A freight endpoint (else a stock DDS / ROS 2 one, whose node name and
     /// backends are unknown: `?` and `None`).
     pub freight: bool,
+    /// A freight publisher's second DDS writer, on this host or another, for
+    /// the frames its `/dev/shm` has no room for: made when the publisher
+    /// foresaw that its QoS asks more than `/dev/shm` holds.
+    pub spill: bool,
 }
 
 /// How one publisher and one subscription exchange buffers.
@@ -349,6 +353,7 @@ impl Node {
                     devices: Devices::default().with(ad.backend, ad.device),
                     over_network: false,
                     freight: true,
+                    spill: false,
                 });
             }
             CallbackProgression::Continue
@@ -368,6 +373,7 @@ impl Node {
                     devices: ad.devices,
                     over_network: false,
                     freight: true,
+                    spill: false,
                 });
             }
             CallbackProgression::Continue
@@ -414,6 +420,7 @@ fn remote_endpoints(d: &Discovered, topic: &str, ros_node: impl Fn(&[u8; 16]) ->
                 devices: Devices::default(),
                 over_network: true,
                 freight: tag.is_some(),
+                spill: tag.as_ref().is_some_and(|t| t.spill),
             }
         })
         .collect()
@@ -524,6 +531,7 @@ mod tests {
             devices: Devices::default(),
             over_network: false,
             freight: true,
+            spill: false,
         }
     }
 

@@ -10,7 +10,9 @@
 //! * a writer counts only the other readers; with none, nothing is serialized
 //!   and nothing is written;
 //! * a reader drops samples of writers that are freight on this host (they came
-//!   by shared memory already), so no sample arrives twice.
+//!   by shared memory already), so no sample arrives twice; but it takes those
+//!   of a publisher's spill writer, which carries what shared memory had no
+//!   room for (`delivery/spill.rs`).
 //!
 //! A message is serialized once per publish, into one DDS write, however many
 //! readers are matched.
@@ -62,7 +64,9 @@ pub fn host_id() -> u64 {
 /// `key=value;` form (ROS 2 tools read `typehash=` from the same field and skip
 /// keys they do not know):
 /// `freight=1;host=<hex>;pid=<pid>;node=</ns/name>;backend=<name>;` for a
-/// publisher, `...;accepts=<bits>;` for a subscription.
+/// publisher, `...;accepts=<bits>;` for a subscription, and `...;spill=1;`
+/// for a publisher's spill writer (`delivery/spill.rs`): the frames this
+/// host's `/dev/shm` has no room for, which this host's readers take too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerTag {
     /// [`host_id`] of its host.
@@ -75,6 +79,9 @@ pub struct PeerTag {
     pub backend: Option<BackendKind>,
     /// A subscription's accepted backends.
     pub accepts: Option<BackendSet>,
+    /// A publisher's spill writer: it carries what shared memory cannot,
+    /// to every reader, this host's included.
+    pub spill: bool,
 }
 
 impl PeerTag {
@@ -86,6 +93,9 @@ impl PeerTag {
         }
         if let Some(a) = self.accepts {
             s += &format!("accepts={};", a.bits());
+        }
+        if self.spill {
+            s += "spill=1;";
         }
         s.into_bytes()
     }
@@ -103,12 +113,20 @@ impl PeerTag {
             node: fields.get("node").map_or_else(String::new, |n| n.to_string()),
             backend: fields.get("backend").and_then(|b| BackendKind::from_name(b)),
             accepts: fields.get("accepts").and_then(|a| a.parse().ok()).map(BackendSet::from_bits),
+            spill: fields.get("spill") == Some(&"1"),
         })
     }
 
     /// The tag of an endpoint of `node` in this process.
     pub(crate) fn of_this_process(node: &Node, backend: Option<BackendKind>, accepts: Option<BackendSet>) -> Self {
-        PeerTag { host: host_id(), pid: std::process::id(), node: node.fully_qualified_name(), backend, accepts }
+        PeerTag {
+            host: host_id(),
+            pid: std::process::id(),
+            node: node.fully_qualified_name(),
+            backend,
+            accepts,
+            spill: false,
+        }
     }
 
     /// Whether this endpoint shares this host's shared memory (and so is
@@ -118,10 +136,16 @@ impl PeerTag {
     }
 }
 
-/// Whether a DDS endpoint with this USER_DATA is freight on this host, and so
-/// served by the local plane rather than over DDS.
-pub(crate) fn served_locally(user_data: &[u8]) -> bool {
+/// Whether a DDS endpoint with this USER_DATA is freight on this host.
+fn on_this_host(user_data: &[u8]) -> bool {
     PeerTag::decode(user_data).is_some_and(|t| t.is_local())
+}
+
+/// Whether a DDS endpoint with this USER_DATA is freight on this host, and so
+/// served by the local plane rather than over DDS. A spill writer is not: it
+/// carries what the local plane has no room for.
+pub(crate) fn served_locally(user_data: &[u8]) -> bool {
+    PeerTag::decode(user_data).is_some_and(|t| t.is_local() && !t.spill)
 }
 
 /// The DDS topic of a topic: `/camera/image` is `rt/camera/image`. A
@@ -159,8 +183,9 @@ pub(crate) struct NetworkWriter {
     writer: Writer,
     /// Set by Cyclone when a reader matches or leaves.
     changed: Arc<AtomicBool>,
-    /// Matched readers that are not freight on this host.
+    /// Matched readers that are not freight on this host, and all of them.
     remote: AtomicUsize,
+    matched: AtomicUsize,
     /// Names the writer's node in the ROS graph while the writer lives.
     _in_graph: Registration,
 }
@@ -184,25 +209,44 @@ impl NetworkWriter {
             Box::new(move || flag.store(true, Ordering::Release)),
         )?;
         let in_graph = node.context().inner.ros_graph.add_endpoint(&node.graph_key(), writer.guid(), true);
-        Ok(NetworkWriter { writer, changed, remote: AtomicUsize::new(0), _in_graph: in_graph })
+        Ok(NetworkWriter {
+            writer,
+            changed,
+            remote: AtomicUsize::new(0),
+            matched: AtomicUsize::new(0),
+            _in_graph: in_graph,
+        })
     }
 
     /// Matched readers that need this publisher's data over the network. Reads
     /// discovery data only after the set of matched readers changed.
     pub(crate) fn remote_readers(&self) -> usize {
+        self.refresh();
+        self.remote.load(Ordering::Acquire)
+    }
+
+    /// Every matched reader, this host's freight readers included (those a
+    /// spill writer serves).
+    pub(crate) fn matched_readers(&self) -> usize {
+        self.refresh();
+        self.matched.load(Ordering::Acquire)
+    }
+
+    /// Counts the matched readers again if they changed.
+    fn refresh(&self) {
         // A plain load first: this runs on every publish, and a
-        // read-modify-write would cost more than the rest of this function.
+        // read-modify-write would cost more than the rest of it.
         if self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel) {
             match self.writer.matched_readers() {
                 Ok(readers) => {
                     let n = readers.iter().filter(|r| !served_locally(&r.user_data)).count();
                     self.remote.store(n, Ordering::Release);
+                    self.matched.store(readers.len(), Ordering::Release);
                 }
                 // Try again on the next publish.
                 Err(_) => self.changed.store(true, Ordering::Release),
             }
         }
-        self.remote.load(Ordering::Acquire)
     }
 
     pub(crate) fn write(&self, cdr: &[u8]) -> Result<(), DdsError> {
@@ -248,9 +292,10 @@ impl NetworkReader {
         Ok(NetworkReader { reader, pending, local_writers: Mutex::default(), _in_graph: in_graph })
     }
 
-    /// Matched writers that are not freight on this host.
+    /// Matched writers that are not freight on this host (a spill writer of
+    /// this host's is the second writer of a publisher counted locally).
     pub(crate) fn remote_writers(&self) -> usize {
-        self.reader.matched_writers().map(|ws| ws.iter().filter(|w| !served_locally(&w.user_data)).count()).unwrap_or(0)
+        self.reader.matched_writers().map(|ws| ws.iter().filter(|w| !on_this_host(&w.user_data)).count()).unwrap_or(0)
     }
 
     /// Whether samples may be waiting.
@@ -346,8 +391,10 @@ mod tests {
 
     #[test]
     fn a_peer_tag_round_trips_and_other_user_data_is_not_freights() {
-        let tag = PeerTag { host: 7, pid: 42, node: "/cam".into(), backend: None, accepts: None };
-        assert_eq!(PeerTag::decode(&tag.encode()), Some(tag));
+        let tag = PeerTag { host: 7, pid: 42, node: "/cam".into(), backend: None, accepts: None, spill: false };
+        assert_eq!(PeerTag::decode(&tag.encode()), Some(tag.clone()));
+        let spill = PeerTag { spill: true, ..tag };
+        assert_eq!(PeerTag::decode(&spill.encode()), Some(spill));
         assert_eq!(PeerTag::decode(b"typehash=RIHS01_00;"), None);
     }
 }

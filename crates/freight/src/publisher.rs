@@ -14,7 +14,7 @@ use std::sync::Arc;
 use freight_msg::message::{write_inline, InlineBuffers};
 use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 
-use crate::delivery::{serialize, Exported, FrameMut, FullQueues, Lent, MessageType, Sender};
+use crate::delivery::{serialize, Exported, FrameMut, FullQueues, Lent, MessageType, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry};
 use crate::loan::{Loan, LoanUninit};
@@ -187,16 +187,27 @@ impl<M: Message> Publisher<M> {
         }
         let sender = &self.sender;
         // Decided once per publish; without network readers nothing below
-        // allocates or serializes for them.
-        let to_network = sender.to_network();
+        // allocates or serializes for them. A spilled loan goes over DDS only.
+        let to_network = route == Route::Spill || sender.to_network();
         let mut frame = match frame {
             FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
                 return sender.hand_over(msg, bytes, &buffers);
             }
             frame => frame,
         };
+        // A heap frame moves to shared memory when a subscriber in another
+        // process came since the loan; should it find no room there, it
+        // spills, and needs its CDR too.
+        let may_spill = route == Route::Intra && sender.can_spill() && sender.route() == Route::Shm;
         let Exported { entries, device_readers, mut holds, views } =
-            sender.export(&mut frame, buffers, route, device_readers, to_network)?;
+            sender.export(&mut frame, buffers, route, device_readers, to_network || may_spill)?;
+        if route == Route::Spill {
+            // SAFETY: the views are the exported loan's, in `frame`, which
+            // goes back to the publisher's pool only after.
+            let cdr = unsafe { encode_from(&msg, &views) };
+            sender.recycle(frame);
+            return sender.spill(cdr?);
+        }
         with_meta(&msg, &entries, |meta| {
             if meta.len() > sender.meta_reserve {
                 return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: sender.meta_reserve });
@@ -207,34 +218,41 @@ impl<M: Message> Publisher<M> {
         let device: Vec<Entry> = entries.into_iter().filter(|e| is_device_pool(e.kind)).collect();
         // Serialized before the frame goes (it holds the bytes), written after
         // local delivery so local subscribers do not wait for the network.
-        let cdr = to_network.then(|| {
-            // SAFETY: each view is a region of `frame` (or its host copy)
-            // written by now, and `frame` is alive until `deliver` below.
-            let slices: Vec<Option<&[u8]>> =
-                views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
-            serialize(|w| msg.write(w, &mut LoanViews(&slices)))
-        });
-        let delivered = sender.rerouted(frame).and_then(|frame| sender.deliver(frame, &device, &device_readers));
-        if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
-            // The frame went out: its readers give the holds back (`deliver`
-            // already did for those it missed).
-            holds.exported.clear();
+        // SAFETY: the views are the exported loan's, in `frame` (alive until
+        // `deliver` below) or in a host copy it holds.
+        let cdr = (to_network || may_spill).then(|| unsafe { encode_from(&msg, &views) });
+        match (sender.rerouted(frame), cdr) {
+            (Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })), Some(cdr)) if may_spill => sender.spill(cdr?),
+            (rerouted, cdr) => {
+                let delivered = rerouted.and_then(|frame| sender.deliver(frame, &device, &device_readers));
+                if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
+                    // The frame went out: its readers give the holds back
+                    // (`deliver` already did for those it missed).
+                    holds.exported.clear();
+                }
+                if let Some(cdr) = cdr.filter(|_| to_network) {
+                    sender.send_network(cdr?)?;
+                }
+                delivered
+            }
         }
-        if let Some(cdr) = cdr {
-            sender.send_network(cdr?)?;
-        }
-        delivered
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once
-    /// into the frame (shared memory, or heap for in-process subscribers).
+    /// into the frame (shared memory, or heap for in-process subscribers). A
+    /// message `/dev/shm` has no room for goes over DDS, as a spilled loan does.
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
         let sender = &self.sender;
         let route = sender.route();
         let mut sources: Vec<&RawBuffer> = Vec::new();
         msg.visit_buffers(&mut |raw| sources.push(raw));
         let meta_len = with_meta(msg, &sender.placeholder_entries(route, sources.len()), |meta| Ok(meta.len()))?;
-        let (mut frame, entries) = sender.copy_in(route, meta_len, &sources)?;
+        let (mut frame, entries) = match sender.copy_in(route, meta_len, &sources) {
+            Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })) if sender.can_spill() => {
+                return sender.spill(serialize(|w| msg.write(w, &mut InlineBuffers))?);
+            }
+            copied => copied?,
+        };
         with_meta(msg, &entries, |meta| {
             debug_assert_eq!(meta.len(), meta_len);
             sender.write_header_and_meta(M::TYPE_HASH, meta, entries.len(), &mut frame);
@@ -247,11 +265,43 @@ impl<M: Message> Publisher<M> {
         delivered
     }
 
+    /// Messages this publisher sent over DDS because `/dev/shm` had no room
+    /// for them (a container's small `/dev/shm`): see
+    /// [`LoanError::SharedMemoryFull`] for what makes room.
+    ///
+    /// ```no_run
+    /// use freight::{Context, QoS};
+    /// use freight::msgs::sensor_msgs::Image;
+    /// let node = Context::new()?.create_node("camera")?;
+    /// let publisher = node.create_publisher::<Image>("image", QoS::default_profile())?;
+    /// // ... publish for a while ...
+    /// if publisher.spilled_count() > 0 {
+    ///     eprintln!("frames went over DDS: give the container more /dev/shm (docker run --shm-size)");
+    /// }
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spilled_count(&self) -> u64 {
+        self.sender.spilled()
+    }
+
     /// DDS readers matched that are not freight on this host (a stock ROS 2
     /// node, a freight node elsewhere): they get the message as CDR.
     pub fn network_subscription_count(&self) -> usize {
         self.sender.network_readers()
     }
+}
+
+/// A published loan's message as CDR, its buffers read where `views` says
+/// the frame (or a host copy) holds them.
+///
+/// # Safety
+/// Each view must be readable memory that the loan wrote (its frame or host
+/// copy, kept alive by the caller until this returns).
+unsafe fn encode_from<M: Message>(msg: &M, views: &[Option<(*const u8, usize)>]) -> Result<Vec<u8>, PublishError> {
+    // SAFETY: as the caller promises.
+    let slices: Vec<Option<&[u8]>> =
+        views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
+    serialize(|w| msg.write(w, &mut LoanViews(&slices)))
 }
 
 /// The buffers of a published loan as CDR sequences, read where the frame

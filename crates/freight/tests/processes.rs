@@ -64,8 +64,14 @@ fn topic(name: &str) -> String {
 }
 
 fn node(name: &str) -> Node {
-    Context::builder().limits(limits()).create().unwrap().create_node(name).unwrap()
+    let builder = Context::builder().limits(limits());
+    // A child told to keep off the network plane, and its children.
+    let builder = if std::env::var_os(LOCAL_ONLY).is_some() { builder.local_only() } else { builder };
+    builder.create().unwrap().create_node(name).unwrap()
 }
+
+/// Set in a child's environment: its contexts are local only.
+const LOCAL_ONLY: &str = "FREIGHT_TEST_LOCAL_ONLY";
 
 /// What `KeepAll` means where a test fills a queue that the publisher waits
 /// for (both sides reliable keep-all): two messages, in the test's nodes made
@@ -576,10 +582,11 @@ fn run_child(role: &str) {
         // grandchild, in the same namespace) that holds every one it takes,
         // and is stopped (SIGSTOP) while they are sent when
         // FREIGHT_TEST_STOPPED is 1, so that they queue for it. Reports what
-        // was sent, what was refused for want of room, what arrived, whether
-        // loans found room once the subscriber died, whether a loan larger
-        // than all of /dev/shm was refused, and the files left in /dev/shm
-        // once every endpoint of the namespace is gone.
+        // was sent, what was refused for want of room and what went over DDS
+        // instead (spilled), what arrived (and how much of it over DDS),
+        // whether loans found room once the subscriber died, whether a loan
+        // larger than all of /dev/shm was refused, and the files left in
+        // /dev/shm once every endpoint of the namespace is gone.
         "small_shm_pub" => {
             let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
             let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
@@ -592,7 +599,7 @@ fn run_child(role: &str) {
                 freight_testkit::stop_process(holder.pid());
             }
             let (mut sent, mut refused) = (0, 0);
-            for k in 0..count {
+            let mut send = |k: u32| {
                 match p.loan(len) {
                     Ok(loan) => {
                         let mut m = loan.write_from_fn(|i| pat(k, i));
@@ -604,16 +611,33 @@ fn run_child(role: &str) {
                     Err(e) => panic!("loan {k}: {e}"),
                 }
                 std::thread::sleep(Duration::from_millis(20));
-            }
+            };
+            (0..count).for_each(&mut send);
             if stopped {
                 // SAFETY: kill(2) on our own child's pid has no memory effects.
                 assert_eq!(unsafe { libc::kill(holder.pid() as libc::pid_t, libc::SIGCONT) }, 0);
+                // Three more once it runs again: what went on meanwhile does
+                // not keep it from what follows.
+                std::thread::sleep(Duration::from_secs(1));
+                (count..count + STOPPED_THEN).for_each(&mut send);
             }
-            std::thread::sleep(Duration::from_millis(500));
-            holder.send("COUNT");
-            let got = holder.expect("GOT", T);
-            // More than /dev/shm holds at all, for a subscriber: refused, never
-            // a signal. (With no subscriber a loan is heap memory.)
+            // What the subscriber received, once it has not grown for a
+            // second (frames over DDS take longer than those in shared
+            // memory, and those a stopped subscriber missed are repaired).
+            let (mut got, mut same) = (Vec::new(), 0);
+            for _ in 0..100 {
+                std::thread::sleep(Duration::from_millis(200));
+                holder.send("COUNT");
+                let now = holder.expect("GOT", T);
+                same = if now == got { same + 1 } else { 0 };
+                got = now;
+                if same == 5 {
+                    break;
+                }
+            }
+            // More than /dev/shm holds at all, for a subscriber: refused, or
+            // lent from the heap to go over DDS; never a signal. (With no
+            // subscriber a loan is heap memory.)
             let huge = match p.loan(128 << 20) {
                 Err(LoanError::SharedMemoryFull { .. }) => 1,
                 Err(e) => panic!("a 128 MiB loan: {e}"),
@@ -625,6 +649,7 @@ fn run_child(role: &str) {
                 std::thread::sleep(Duration::from_millis(50));
                 p.loan(len).is_ok()
             });
+            let spilled = p.spilled_count();
             drop((p, n));
             // What iceoryx2 keeps on purpose: its host-wide node counter.
             let left = std::fs::read_dir("/dev/shm")
@@ -632,24 +657,63 @@ fn run_child(role: &str) {
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .filter(|f| !f.ends_with(".global_mgmt"))
                 .count();
-            say(format!("RESULT {sent} {refused} {} {} {} {left}", got.join(" "), u8::from(recovered), huge));
+            say(format!("RESULT {sent} {refused} {spilled} {} {} {} {left}", got.join(" "), u8::from(recovered), huge));
             wait_for_parent(&cmds);
         }
-        // Takes and holds every message; on `COUNT` says how many and how many
-        // had a wrong byte.
+        // Inside a mount namespace with a small /dev/shm that a file fills
+        // but for FREIGHT_TEST_LEN bytes: lends a frame while the topic has
+        // no subscriber (a heap frame), then publishes it to a subscriber (a
+        // grandchild) that came since. The frame finds no room on its way to
+        // shared memory and goes over DDS. Reports whether the publish
+        // succeeded and what the subscriber received.
+        "rerouted_spill_pub" => {
+            let len: usize = param("FREIGHT_TEST_LEN").parse().unwrap();
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default_profile()).unwrap();
+            let free = freight::backend::os::space(Path::new("/dev/shm")).unwrap().free as usize;
+            std::fs::write("/dev/shm/filler", vec![1u8; free - len]).unwrap();
+            let mut m = p.loan(len).unwrap().write_from_fn(|i| pat(5, i));
+            m.layout.data_offset = 5;
+            let mut holder = Kid::spawn(SMALL_SHM_TEST, "hold_all_sub", &[("FREIGHT_TEST_TOPIC", &t)]);
+            holder.expect("READY", T);
+            wait_for_subscriptions(&p, 1);
+            let published = match p.publish(m) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("{e:?}").replace(' ', "_"),
+            };
+            let mut got = Vec::new();
+            for _ in 0..50 {
+                std::thread::sleep(Duration::from_millis(100));
+                holder.send("COUNT");
+                got = holder.expect("GOT", T);
+                if got[0] != "0" {
+                    break;
+                }
+            }
+            std::fs::remove_file("/dev/shm/filler").unwrap();
+            say(format!("RESULT {published} {} {}", p.spilled_count(), got.join(" ")));
+            wait_for_parent(&cmds);
+        }
+        // Takes and holds every message; on `COUNT` says how many, how many
+        // had a wrong byte, how many came over DDS, and how many spill
+        // writers the topic's graph lists (as `freight topic info -v` does).
         "hold_all_sub" => {
             let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(4)).unwrap();
             say("READY");
-            let (mut held, mut bad) = (Vec::new(), 0);
+            let (mut held, mut bad, mut network) = (Vec::new(), 0, 0);
             loop {
                 match cmds.try_recv() {
-                    Ok(c) if c == "COUNT" => say(format!("GOT {} {bad}", held.len())),
+                    Ok(c) if c == "COUNT" => {
+                        let graph = n.topic_graph(&t).unwrap().expect("the topic is listed");
+                        let spill = graph.endpoints.iter().filter(|e| e.spill).count();
+                        say(format!("GOT {} {bad} {network} {spill}", held.len()))
+                    }
                     Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
                     Err(mpsc::TryRecvError::Disconnected) => break,
                 }
                 if let Some(s) = sub.take(Duration::from_millis(50)).unwrap() {
                     let (k, bytes) = (s.layout.data_offset, s.data.as_bytes().unwrap());
                     bad += usize::from(!has_pattern_at_ends(k, bytes));
+                    network += usize::from(s.info().transport == Transport::Network);
                     held.push(s);
                 }
             }
@@ -1712,17 +1776,31 @@ fn a_take_and_a_spin_stopped_and_continued_go_on_waiting() {
     }
 }
 
-const SMALL_SHM_TEST: &str = "a_full_dev_shm_refuses_loans_and_kills_nobody";
+const SMALL_SHM_TEST: &str = "a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody";
+/// The start of a script for `unshare --mount --net`: a loopback that routes
+/// multicast, as DDS discovery needs.
+const NAMESPACE_SETUP: &str =
+    "ip link set lo up && ip link set lo multicast on && ip route add 224.0.0.0/4 dev lo && mkdir -p /tmp/iceoryx2";
+/// Its end, once `/dev/shm` is mounted: iceoryx2's records of its own, then the program.
+const ICEORYX2_TMPFS: &str = "mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\"";
+/// Frames the small-/dev/shm test sends after a stopped subscriber runs again.
+const STOPPED_THEN: u32 = 3;
 
 /// Docker gives a container a 64 MB `/dev/shm`. A publisher whose subscriber
-/// holds every frame, or is stopped while frames queue for it, fills it: the
-/// loans that find no room are refused with a typed error (`SIGBUS` killed
-/// the publisher before), the frames that were sent arrive intact, once the
-/// subscriber is killed loans find room again, a 128 MiB loan is refused, and
-/// nothing of the namespace's processes is left in its /dev/shm. 16 MiB frames
-/// in 64 MB, and 1 MiB frames in 16 MB.
+/// holds every frame, or is stopped while frames queue for it, fills it
+/// (`SIGBUS` killed the publisher before). With the network plane, the frames
+/// that find no room go over DDS (as stock ROS 2 goes on over UDP): every
+/// frame is sent and arrives intact, some by shared memory and the rest over
+/// DDS, and a 128 MiB loan is lent from the heap (a subscriber stopped before
+/// the first frame spilled misses what spills until it runs and matches the
+/// spill writer; it gets what follows). In a local-only context such
+/// loans are refused with a typed error, and the frames that were sent arrive
+/// intact. Either way, once the subscriber is killed loans find room again,
+/// and nothing of the namespace's processes is left in its /dev/shm. 16 MiB
+/// frames in 64 MB, and 1 MiB frames in 16 MB; each case in a mount and
+/// network namespace of its own.
 #[test]
-fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
+fn a_full_dev_shm_spills_over_dds_or_refuses_loans_and_kills_nobody() {
     if let Some(role) = child_role() {
         return run_child(&role);
     }
@@ -1730,48 +1808,95 @@ fn a_full_dev_shm_refuses_loans_and_kills_nobody() {
         return;
     }
     let _serial = serial();
-    for (shm_mib, frame_mib, count, stopped) in [(64, 16, 12, "0"), (16, 1, 24, "0"), (64, 16, 12, "1")] {
-        let t = topic(&format!("small_shm_{shm_mib}_{stopped}"));
-        let script = format!(
-            "mkdir -p /tmp/iceoryx2 && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && \
-             mount -t tmpfs tmpfs /tmp/iceoryx2 && exec \"$0\" \"$@\""
-        );
-        let wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &script];
+    let cases = [
+        (64, 16, 12, "1", true),
+        (64, 16, 12, "0", true),
+        (64, 16, 12, "0", false),
+        (16, 1, 24, "0", false),
+        (64, 16, 12, "1", false),
+    ];
+    for (shm_mib, frame_mib, count, stopped, spills) in cases {
+        let t = topic(&format!("small_shm_{shm_mib}_{stopped}_{spills}"));
+        let script =
+            format!("{NAMESPACE_SETUP} && mount -t tmpfs -o size={shm_mib}m tmpfs /dev/shm && {ICEORYX2_TMPFS}");
+        let wrapper = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", &script];
         let (len, frames) = ((frame_mib << 20).to_string(), count.to_string());
-        let env = [
+        let mut env = vec![
             ("FREIGHT_TEST_TOPIC", t.as_str()),
             ("FREIGHT_TEST_LEN", &len),
             ("FREIGHT_TEST_COUNT", &frames),
             ("FREIGHT_TEST_STOPPED", stopped),
         ];
+        if !spills {
+            env.push((LOCAL_ONLY, "1"));
+        }
         let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "small_shm_pub", &env);
         let words = kid.expect("RESULT", Duration::from_secs(120));
         let n: Vec<usize> = words.iter().map(|w| w.parse().unwrap()).collect();
-        let (sent, refused, held, bad, recovered, huge, left) = (n[0], n[1], n[2], n[3], n[4], n[5], n[6]);
+        let (sent, refused, spilled, held, bad, over_dds, spill_writers, recovered, huge, left) =
+            (n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9]);
         let how = if stopped == "1" { "queued for a stopped subscriber" } else { "held" };
-        eprintln!("{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB {how}: {sent} sent, {refused} refused, {held} received");
+        // The frames sent after a stopped subscriber runs again.
+        let count = if stopped == "1" { count + STOPPED_THEN as usize } else { count };
+        let plane = if spills { "with" } else { "without" };
+        eprintln!(
+            "{shm_mib} MB /dev/shm, {count} frames of {frame_mib} MiB {how}, {plane} the network plane: {sent} sent \
+             ({spilled} over DDS), {refused} refused, {held} received ({over_dds} over DDS)"
+        );
         assert!(sent >= 2, "only {sent} frames of {frame_mib} MiB were sent in {shm_mib} MB");
-        assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
         assert_eq!(sent + refused, count);
         assert_eq!(bad, 0, "frames with a wrong byte");
-        if stopped == "1" {
-            // A full queue misses new frames across processes; what was queued arrives.
-            assert!(held >= 1 && held <= sent, "{held} received of {sent} sent");
+        let stderr = kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if spills {
+            assert_eq!(refused, 0, "loans refused with the network plane to spill to");
+            assert!(spilled > 0 && spilled < count, "{spilled} of {count} frames spilled: the test did not fill it");
+            if stopped == "1" {
+                // Frames spilled while it was stopped reach it only if its
+                // reader had matched the spill writer before; those sent
+                // after it runs again do.
+                assert!(over_dds >= STOPPED_THEN as usize, "{over_dds} received over DDS");
+                assert!(held >= sent - spilled + STOPPED_THEN as usize && held <= sent, "{held} received");
+            } else {
+                assert_eq!(held, count, "what the subscriber holds");
+                assert_eq!(over_dds, spilled, "frames received over DDS");
+            }
+            assert_eq!(spill_writers, 1, "spill writers in the topic's graph");
+            assert_eq!(huge, 0, "a 128 MiB loan was refused instead of spilled");
+            assert!(stderr.contains("go to the subscribers over DDS"), "the first spill was not said:\n{stderr}");
         } else {
-            assert_eq!(held, sent, "what the subscriber holds");
+            assert!(refused > 0, "every loan found room: the test did not fill {shm_mib} MB");
+            assert_eq!((spilled, over_dds, spill_writers), (0, 0, 0), "a local-only publisher spilled");
+            if stopped == "1" {
+                // A full queue misses new frames across processes; what was queued arrives.
+                assert!(held >= 1 && held <= sent, "{held} received of {sent} sent");
+            } else {
+                assert_eq!(held, sent, "what the subscriber holds");
+            }
+            assert_eq!(huge, 1, "a 128 MiB loan in {shm_mib} MB was not refused as SharedMemoryFull");
         }
         assert_eq!(recovered, 1, "loans found no room after the subscriber died");
-        assert_eq!(huge, 1, "a 128 MiB loan in {shm_mib} MB was not refused as SharedMemoryFull");
         assert_eq!(left, 0, "files left in the namespace's /dev/shm after every endpoint was gone");
         if shm_mib == 64 {
-            // 16 MiB frames at depth 10 ask more than 64 MB: said before the first refusal.
-            let stderr = kid.stderr.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // 16 MiB frames at depth 10 ask more than 64 MB: said before the first refusal or spill.
             let foresight = stderr.find("may take").unwrap_or_else(|| panic!("no foresight on stderr:\n{stderr}"));
             assert!(stderr[foresight..].contains("which holds 64.0 MiB"), "{stderr}");
-            assert!(stderr.find("/dev/shm is full").is_none_or(|full| full > foresight), "{stderr}");
+            for later in ["/dev/shm is full", "/dev/shm has no room"] {
+                assert!(stderr.find(later).is_none_or(|at| at > foresight), "{stderr}");
+            }
         }
         kid.finish();
     }
+    // A heap frame lent before a subscriber in another process came, with no
+    // room left in /dev/shm when it is published: it spills too.
+    let t = topic("rerouted_spill");
+    let script = format!("{NAMESPACE_SETUP} && mount -t tmpfs -o size=64m tmpfs /dev/shm && {ICEORYX2_TMPFS}");
+    let wrapper = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", &script];
+    let env = [("FREIGHT_TEST_TOPIC", t.as_str()), ("FREIGHT_TEST_LEN", "8388608")];
+    let mut kid = Kid::spawn_under(&wrapper, SMALL_SHM_TEST, "rerouted_spill_pub", &env);
+    let words = kid.expect("RESULT", Duration::from_secs(60));
+    assert_eq!(words[..3], ["ok", "1", "1"], "published, spilled, received: {words:?}");
+    assert_eq!(words[3..5], ["0", "1"], "frames with a wrong byte, and received over DDS: {words:?}");
+    kid.finish();
 }
 
 const MANY_TOPICS_TEST: &str = "open_file_limits_are_raised_and_named";

@@ -2,6 +2,7 @@
 
     ros2_peer.py {stock,freight} {pub,sub} {image,cloud,imu} TOPIC
                  [--node NAME] [--reliability R] [--durability D] [--depth N]
+                 [--hold N]
 
 The same script runs under a stock ROS 2 interpreter (rclpy on rmw_fastrtps_cpp,
 from PyPI; nothing of freight is imported there) and under freight's, since
@@ -9,7 +10,8 @@ freight's Python API has rclpy's names. Neither side is configured: no DDS XML,
 no environment beyond what the test gives (nothing, in the stock-interop tests).
 
 Prints ``READY`` once the endpoint exists, then, for a subscription, one line per
-message received::
+message received (a subscription given ``--hold N`` keeps the last ``N`` messages
+alive, as a node that works on a few recent frames does)::
 
     GOT <k> <width> <height> <nbytes> OK | BAD <first wrong byte>
 
@@ -40,6 +42,7 @@ The process exits when stdin closes.
 
 import argparse
 import array
+import collections
 import json
 import os
 import queue
@@ -63,6 +66,7 @@ parser.add_argument("--node", default=None)
 parser.add_argument("--reliability", choices=["reliable", "best_effort"], default="reliable")
 parser.add_argument("--durability", choices=["volatile", "transient_local"], default="volatile")
 parser.add_argument("--depth", type=int, default=10)
+parser.add_argument("--hold", type=int, default=0)
 args = parser.parse_args()
 
 if args.stack == "stock":
@@ -114,7 +118,12 @@ msg_type = {"image": Image, "cloud": PointCloud2, "imu": Imu}[args.type]
 BYTES_PER_PIXEL = {"bgra8": 4, "rgb8": 3, "bgr8": 3, "mono8": 1, "mono16": 2}
 
 
+held = collections.deque(maxlen=args.hold or None) if args.hold else None
+
+
 def on_message(msg):
+    if held is not None:
+        held.append(msg)
     k = int(msg.header.frame_id.removeprefix("frame"))
     if args.type == "imu":
         bad = imu_mismatch(msg, k)

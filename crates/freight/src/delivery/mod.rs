@@ -20,7 +20,8 @@
 //!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
 //!    to in-process subscriptions, through the iceoryx2 port to other
 //!    processes, as CDR to the DDS writer (`network.rs`) for readers on other
-//!    hosts and stock ROS 2 nodes.
+//!    hosts and stock ROS 2 nodes. A frame `/dev/shm` had no room for goes
+//!    to every reader as CDR through the publisher's spill writer ([`spill`]).
 //! 4. On the other side [`Receiver::next`] (`receiver.rs`) takes the
 //!    next frame (or handed-over sample) from the same three ways in, and
 //!    [`import`] decodes a frame,
@@ -46,6 +47,7 @@ mod readers;
 mod receiver;
 mod reserve;
 mod sender;
+mod spill;
 mod unattached;
 mod ways_out;
 
@@ -77,6 +79,9 @@ pub(crate) enum Route {
     Intra,
     /// iceoryx2 sample, to every subscription.
     Shm,
+    /// Heap frame whose message goes to every subscription over DDS, when
+    /// `/dev/shm` has no room for the frame ([`spill`]).
+    Spill,
 }
 
 /// A frame being written.

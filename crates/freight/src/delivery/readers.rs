@@ -208,6 +208,8 @@ impl Sender {
         match route {
             Route::Intra => self.local.with_subscribers(|subs| split(&mut subs.iter().map(|q| q.ad))),
             Route::Shm => split(&mut lock(&self.subscribers).values().map(|s| s.ad)),
+            // Over DDS every subscription takes host memory.
+            Route::Spill => (Vec::new(), lock(&self.subscribers).len()),
         }
     }
 

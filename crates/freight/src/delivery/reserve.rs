@@ -174,8 +174,16 @@ fn free_and_total(space: std::io::Result<os::Space>) -> (Option<u64>, Option<u64
 /// behind, else the warning. Each of `readers` subscriptions may have `depth`
 /// frames queued (a slow one, a stopped one), the publisher keeps `history` for
 /// late joiners and has one loan out; what subscriptions hold after taking comes
-/// on top.
-pub(crate) fn foresight(frame: usize, depth: usize, readers: usize, history: usize, shm_size: u64) -> Option<String> {
+/// on top. `spills`: the publisher sends what finds no room over DDS (`spill.rs`)
+/// rather than refuse the loan.
+pub(crate) fn foresight(
+    frame: usize,
+    depth: usize,
+    readers: usize,
+    history: usize,
+    shm_size: u64,
+    spills: bool,
+) -> Option<String> {
     let frames = (depth as u64).saturating_mul(readers as u64).saturating_add(history as u64).saturating_add(1);
     let need = (frame as u64).saturating_mul(frames);
     if need <= shm_size {
@@ -184,11 +192,16 @@ pub(crate) fn foresight(frame: usize, depth: usize, readers: usize, history: usi
     let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
     // A size to suggest: what is needed, rounded up to 256 MiB.
     let suggest = need.div_ceil(256 << 20).saturating_mul(256);
+    let then = if spills {
+        "the frames that find no room go over DDS, a copy to each subscriber"
+    } else {
+        "loans will fail (SharedMemoryFull)"
+    };
     Some(format!(
         "frames of {:.1} MiB, up to {depth} queued for each of {readers} subscription(s) and {history} kept for \
-         late joiners, may take {:.1} MiB of /dev/shm, which holds {:.1} MiB: loans will fail \
-         (SharedMemoryFull) when subscriptions fall behind or hold frames; give /dev/shm more \
-         (docker run --shm-size={suggest}m, or --ipc=host) or use a smaller depth",
+         late joiners, may take {:.1} MiB of /dev/shm, which holds {:.1} MiB: when subscriptions fall behind or \
+         hold frames, {then}; give /dev/shm more (docker run --shm-size={suggest}m, or --ipc=host) or use a \
+         smaller depth",
         mib(frame as u64),
         mib(need),
         mib(shm_size)
@@ -205,15 +218,18 @@ mod tests {
     fn foresight_warns_when_the_qos_asks_more_than_dev_shm_holds() {
         // The issue's case: 4K bgra8 frames at depth 10 to one subscription, 64 MB.
         let frame = 3840 * 2160 * 4 + 200;
-        let warning = foresight(frame, 10, 1, 1, 64 << 20).expect("a warning");
+        let warning = foresight(frame, 10, 1, 1, 64 << 20, false).expect("a warning");
         assert!(warning.starts_with("frames of 31.6 MiB, up to 10 queued for each of 1 subscription(s)"), "{warning}");
         assert!(warning.contains("may take 379.7 MiB of /dev/shm, which holds 64.0 MiB"), "{warning}");
         assert!(warning.contains("--shm-size=512m"), "{warning}");
+        assert!(warning.contains("loans will fail (SharedMemoryFull)"), "{warning}");
+        let spilling = foresight(frame, 10, 1, 1, 64 << 20, true).expect("a warning");
+        assert!(spilling.contains("hold frames, the frames that find no room go over DDS"), "{spilling}");
         // A desktop's /dev/shm (half the memory) holds it.
-        assert_eq!(foresight(frame, 10, 1, 1, 12 << 30), None);
+        assert_eq!(foresight(frame, 10, 1, 1, 12 << 30, false), None);
         // Small frames never warn; sizes near the limits do not overflow.
-        assert_eq!(foresight(1 << 10, 16, 16, 1, 64 << 20), None);
-        assert!(foresight(usize::MAX, usize::MAX, usize::MAX, usize::MAX, u64::MAX - 1).is_some());
+        assert_eq!(foresight(1 << 10, 16, 16, 1, 64 << 20, true), None);
+        assert!(foresight(usize::MAX, usize::MAX, usize::MAX, usize::MAX, u64::MAX - 1, false).is_some());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use iceoryx2::prelude::*;
 use super::holds::Holds;
 use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
 use super::reserve::{NoRoom, Reservations};
+use super::spill::Spill;
 use super::unattached::Unattached;
 use super::ways_out::HeapFrames;
 use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route};
@@ -68,6 +69,11 @@ pub(crate) struct Sender {
     /// The DDS writer; `None` in a local-only context.
     pub(super) network: Option<NetworkWriter>,
     pub(super) full_queues: FullQueues,
+    /// The memory loans live in, as the publisher asked, and the DDS type name.
+    pub(super) backend: BackendKind,
+    pub(super) dds_type: String,
+    /// The DDS writer for what `/dev/shm` has no room for.
+    pub(super) spill: Spill,
     /// The tmpfs pages behind this publisher's loans.
     reservations: Reservations,
     /// Whether this publisher said on stderr that `/dev/shm` is full.
@@ -188,6 +194,9 @@ impl Sender {
             latched_subscribers: AtomicUsize::new(0),
             network,
             full_queues,
+            backend,
+            dds_type: ty.dds_name.clone(),
+            spill: Spill::default(),
             reservations: Reservations::default(),
             said_full: AtomicBool::new(false),
             foreseen: AtomicUsize::new(0),
@@ -227,13 +236,11 @@ impl Sender {
 
     /// Lends a frame for buffers of `lens` bytes: on the route the readers
     /// ask for, the buffers in the frame or in the publisher's device pool
-    /// (with a host-copy slot in the frame when some reader needs one).
+    /// (with a host-copy slot in the frame when some reader needs one). A
+    /// frame `/dev/shm` has no room for is a heap frame to spill over DDS,
+    /// when this publisher can ([`spill`](super::spill)).
     pub(crate) fn lend(&self, lens: &[usize]) -> Result<Lent, LoanError> {
         let route = self.route();
-        let host = self.host_backend(route);
-        // Where buffers in the frame live: the host memory of the route, or
-        // the publisher's own in-frame backend (cuda-host).
-        let frame_backend = self.in_frame.clone().unwrap_or_else(|| host.clone());
         let (device_readers, host_readers) = self.lend_to(route);
         // Network readers take host bytes too.
         let needs_host_copy = host_readers > 0 || self.to_network();
@@ -245,7 +252,15 @@ impl Sender {
         // Device buffers live outside the frame, and count against the limit too.
         self.check_size(lens.iter().try_fold(0usize, |n, &l| n.checked_add(l)))?;
         let lay = self.frame_layout(self.meta_reserve, &in_frame)?;
-        let mut frame = self.alloc_frame(route, lay.total)?;
+        let (mut frame, route) = match self.alloc_frame(route, lay.total) {
+            Err(LoanError::SharedMemoryFull { .. }) if self.spill_writer().is_some() => {
+                (self.alloc_frame(Route::Spill, lay.total)?, Route::Spill)
+            }
+            frame => (frame?, route),
+        };
+        // Where buffers in the frame live: the host memory of the route, or
+        // the publisher's own in-frame backend (cuda-host).
+        let frame_backend = self.in_frame.clone().unwrap_or_else(|| self.host_backend(route));
         let mut buffers = Vec::with_capacity(lens.len());
         for (&len, offset) in lens.iter().zip(lay.slots(&in_frame)) {
             let slot = frame.slot(offset, len);
@@ -399,10 +414,11 @@ impl Sender {
         }
     }
 
-    /// The loan error for a full `/dev/shm`, said on stderr too, once per publisher.
+    /// The loan error for a full `/dev/shm`, said on stderr too, once per
+    /// publisher (one that spills says so when it first does).
     fn no_room(&self, r: NoRoom) -> LoanError {
         let e = LoanError::SharedMemoryFull { needed: r.needed, free: r.free, size: r.size };
-        if !self.said_full.swap(true, Ordering::Relaxed) {
+        if !self.can_spill() && !self.said_full.swap(true, Ordering::Relaxed) {
             eprintln!("freight: the publisher of {}: {e}", self.topic);
         }
         e
@@ -424,16 +440,21 @@ impl Sender {
         let limits = &self.node.inner.ctx.inner.limits;
         let readers = lock(&self.subscribers).len().max(1);
         let depth = self.qos.depth(limits.max_depth);
-        if let Some(warning) = super::reserve::foresight(total, depth, readers, limits.max_history, shm.total) {
+        if let Some(warning) =
+            super::reserve::foresight(total, depth, readers, limits.max_history, shm.total, self.can_spill())
+        {
             if !self.said_small.swap(true, Ordering::Relaxed) {
                 eprintln!("freight: the publisher of {}: {warning}", self.topic);
+                // Made now, so that discovery has matched it by the time a
+                // frame finds no room.
+                self.spill_writer();
             }
         }
     }
 
     pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
         match route {
-            Route::Intra => {
+            Route::Intra | Route::Spill => {
                 let mut v = lock(&self.heap_frames).take(total).unwrap_or_default();
                 // A failed allocation is an error to the caller, not an abort.
                 v.try_reserve_exact(total.saturating_sub(v.len()))

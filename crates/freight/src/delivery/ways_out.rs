@@ -179,6 +179,14 @@ impl Sender {
         self.delivered(wake, missed)
     }
 
+    /// Gives a heap frame that no reader saw (a spilled loan's) back to this
+    /// publisher's pool: a stream of spilled frames reuses one allocation.
+    pub(crate) fn recycle(&self, frame: FrameMut) {
+        if let FrameMut::Heap(bytes) = frame {
+            lock(&self.heap_frames).give_back(bytes);
+        }
+    }
+
     /// A heap frame that goes back to this publisher's pool when its last
     /// reader drops it.
     fn pooled_frame(&self, bytes: Vec<u8>) -> freight_backend::Frame {
@@ -291,11 +299,20 @@ impl Sender {
     /// Writes a serialized message to the DDS writer and keeps the vector's
     /// memory for the next one.
     pub(crate) fn send_network(&self, cdr: Vec<u8>) -> Result<(), PublishError> {
-        let written = match &self.network {
-            Some(n) => n.write(&cdr).map_err(PublishError::Network),
-            None => Ok(()),
-        };
-        CDR_SCRATCH.set(cdr);
-        written
+        match &self.network {
+            Some(n) => write_cdr(n, cdr).map_err(PublishError::Network),
+            None => {
+                CDR_SCRATCH.set(cdr);
+                Ok(())
+            }
+        }
     }
+}
+
+/// Writes a serialized message to `writer` and keeps the vector's memory for
+/// the next one.
+pub(super) fn write_cdr(writer: &NetworkWriter, cdr: Vec<u8>) -> Result<(), freight_dds::DdsError> {
+    let written = writer.write(&cdr);
+    CDR_SCRATCH.set(cdr);
+    written
 }
