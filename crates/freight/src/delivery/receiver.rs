@@ -109,7 +109,10 @@ pub(crate) enum Arrival {
 /// as a local publisher does: through an iceoryx2 notifier made at the first
 /// arrival. Most topics of a host never receive over DDS, and a notifier costs
 /// three descriptors (its port tag, a mapping of each listener's event segment,
-/// a socket). One that cannot be made is tried again at the next arrival and
+/// a socket). Making one writes a slot of the event service's dynamic config,
+/// whose page may never have been allocated: that file is allocated first, so
+/// a full `/dev/shm` (a publisher spilling over DDS) is an error here, not
+/// `SIGBUS`. One that cannot be made is tried again at the next arrival and
 /// said once on stderr; until then a waiting take sees DDS data at its timeout.
 fn dds_wake_up(topic: &str, event: Arc<EventService>) -> Box<dyn Fn() + Send + Sync> {
     let topic = topic.to_owned();
@@ -119,12 +122,21 @@ fn dds_wake_up(topic: &str, event: Arc<EventService>) -> Box<dyn Fn() + Send + S
         let mut state = lock(&state);
         let (notifier, said) = &mut *state;
         if notifier.is_none() {
-            match event.notifier_builder().create() {
+            let config = event.dynamic_config() as *const _ as usize;
+            let made = match super::reserve::allocate_file_at(config) {
+                Ok(()) => event.notifier_builder().create().map_err(|e| format!("{e:?}")),
+                Err(no) => Err(format!(
+                    "/dev/shm is full: {} bytes to allocate, {} free",
+                    no.needed,
+                    no.free.map_or_else(|| "unknown".to_owned(), |f| format!("{f} bytes"))
+                )),
+            };
+            match made {
                 Ok(n) => *notifier = Some(n),
-                Err(e) if !*said => {
+                Err(why) if !*said => {
                     *said = true;
                     eprintln!(
-                        "freight: {topic}: cannot make the wake-up for messages from DDS ({e:?}); \
+                        "freight: {topic}: cannot make the wake-up for messages from DDS ({why}); \
                          a waiting take sees them at its timeout"
                     );
                 }
@@ -394,5 +406,25 @@ mod tests {
         // The last one is remembered: no second notice for it.
         let last = 3 * NOTED_MAX as u64 - 1;
         sub.inner.note_fallback(last, || panic!("publisher {last} was reported twice"));
+    }
+
+    #[test]
+    fn the_event_config_a_dds_wake_up_writes_is_allocated_before() {
+        use std::os::unix::fs::MetadataExt;
+        let ctx = Context::builder().local_only().create().unwrap();
+        let node = ctx.create_node("wake_config").unwrap();
+        let sub = node.create_subscription::<UInt8MultiArray>("/wake_config", QoS::default()).unwrap();
+        let config = sub.inner.services.event.dynamic_config() as *const _ as usize;
+        let entry = freight_backend::maps::find_own(config).unwrap().expect("the dynamic config is mapped");
+        assert!(entry.shared && entry.path.starts_with("/dev/shm/"), "{entry:?}");
+        let allocated = || {
+            let m = std::fs::metadata(&entry.path).unwrap();
+            (m.blocks() * 512, m.len())
+        };
+        let (before, len) = allocated();
+        // If iceoryx2 ever allocates the file whole, the precaution can go.
+        assert!(before < len, "iceoryx2 left no page of {} unallocated", entry.path);
+        super::super::reserve::allocate_file_at(config).unwrap();
+        assert!(allocated().0 >= len, "{} is not allocated whole", entry.path);
     }
 }

@@ -164,6 +164,37 @@ fn insert(ranges: &mut Vec<Range<u64>>, mut range: Range<u64>) {
     ranges.insert(at, range);
 }
 
+/// Largest file [`allocate_file_at`] allocates: iceoryx2's dynamic configs are a few
+/// pages, and an address that turned out to be in a data segment must not make the
+/// whole segment resident.
+const MAX_CONFIG_FILE: u64 = 1 << 20;
+
+/// Allocates every page of the small shared file mapped at `addr` (an iceoryx2
+/// dynamic config), before a port is made that writes into it. iceoryx2 creates
+/// the file sparse and writes a new port into one of its slots, and a slot's page
+/// the tmpfs never allocated gets `SIGBUS` once `/dev/shm` is full. Only a full
+/// file system is an error: where the file cannot be found or allocated for
+/// another reason (not a tmpfs, no `/proc`), the port is made as it would be
+/// without this precaution.
+pub(crate) fn allocate_file_at(addr: usize) -> Result<(), NoRoom> {
+    let Ok(Some(entry)) = maps::find_own(addr) else { return Ok(()) };
+    if !(entry.shared && entry.path.starts_with('/')) {
+        return Ok(());
+    }
+    let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(&entry.path) else { return Ok(()) };
+    let len = match file.metadata() {
+        Ok(m) if m.len() <= MAX_CONFIG_FILE => m.len(),
+        _ => return Ok(()),
+    };
+    match os::allocate(&file, 0, len) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+            let (free, size) = free_and_total(os::space_of(&file));
+            Err(NoRoom { needed: len, free, size })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Free and total bytes, each `None` when unknown.
 fn free_and_total(space: std::io::Result<os::Space>) -> (Option<u64>, Option<u64>) {
     space.map_or((None, None), |s| (Some(s.free), Some(s.total)))
