@@ -1,0 +1,135 @@
+//! `freight_node`: a named participant of the ROS graph.
+
+use std::ffi::{c_char, CString};
+
+use crate::context::FreightContext;
+use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
+
+/// A node (`freight_node` in C): a [`freight::Node`] the caller owns, and its
+/// names as C strings.
+pub struct FreightNode {
+    // Read by the publishers and subscriptions that come next; it keeps the
+    // node in the ROS graph until the handle is destroyed.
+    _node: freight::Node,
+    name: CString,
+    namespace: CString,
+}
+
+/// Creates the node `name` in `namespace_` (null or `""`: the root, `/`) on
+/// `ctx`; `*out` receives it. Names follow ROS 2's rules
+/// ([`Status::Name`] otherwise).
+///
+/// # Safety
+/// `ctx` is null or a live context; `name` and `namespace_` are null or
+/// NUL-terminated strings; `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn freight_node_create(
+    ctx: *const FreightContext,
+    name: *const c_char,
+    namespace_: *const c_char,
+    out: *mut *mut FreightNode,
+) -> Status {
+    guard(|| {
+        // SAFETY (all three): as the caller promised.
+        let ctx = unsafe { handle(ctx, "the context") }?;
+        let name = unsafe { str_arg(name, "the node name") }?;
+        let namespace = if namespace_.is_null() { "" } else { unsafe { str_arg(namespace_, "the namespace") }? };
+        let node = if namespace.is_empty() {
+            ctx.0.create_node(name)?
+        } else {
+            ctx.0.create_node_with_namespace(name, namespace)?
+        };
+        let c = |s: &str| CString::new(s).map_err(|e| Failure::new(Status::Internal, e.to_string()));
+        let (name, namespace) = (c(node.name())?, c(node.namespace())?);
+        // SAFETY: as the caller promised.
+        unsafe { hand_out(out, FreightNode { _node: node, name, namespace }) }
+    })
+}
+
+/// The node's name; null for a null handle. Valid while the node lives.
+///
+/// # Safety
+/// `node` is null or a live node.
+#[no_mangle]
+pub unsafe extern "C" fn freight_node_name(node: *const FreightNode) -> *const c_char {
+    // SAFETY: as the caller promised.
+    unsafe { node.as_ref() }.map_or(std::ptr::null(), |n| n.name.as_ptr())
+}
+
+/// The node's namespace (`"/"` for the root); null for a null handle. Valid
+/// while the node lives.
+///
+/// # Safety
+/// `node` is null or a live node.
+#[no_mangle]
+pub unsafe extern "C" fn freight_node_namespace(node: *const FreightNode) -> *const c_char {
+    // SAFETY: as the caller promised.
+    unsafe { node.as_ref() }.map_or(std::ptr::null(), |n| n.namespace.as_ptr())
+}
+
+/// Frees a node (null is ignored): it leaves the ROS graph.
+///
+/// # Safety
+/// `node` is null or a live node, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn freight_node_destroy(node: *mut FreightNode) {
+    if !node.is_null() {
+        // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+        guard(|| {
+            drop(unsafe { Box::from_raw(node) });
+            Ok(())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{freight_context_create_with, freight_context_destroy, FreightContextOptions};
+    use std::ffi::CStr;
+
+    fn context() -> *mut FreightContext {
+        let options = FreightContextOptions { domain_id: crate::FREIGHT_DOMAIN_FROM_ENV, local_only: true };
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: live pointers.
+        assert_eq!(unsafe { freight_context_create_with(&options, &mut ctx) }, Status::Ok);
+        ctx
+    }
+
+    #[test]
+    fn a_node_outlives_its_context_handle_and_reports_its_names() {
+        let ctx = context();
+        let mut node = std::ptr::null_mut();
+        // SAFETY: live handles, each destroyed once.
+        unsafe {
+            assert_eq!(freight_node_create(ctx, c"lidar".as_ptr(), c"/front".as_ptr(), &mut node), Status::Ok);
+            freight_context_destroy(ctx);
+            assert_eq!(CStr::from_ptr(freight_node_name(node)), c"lidar");
+            assert_eq!(CStr::from_ptr(freight_node_namespace(node)), c"/front");
+            freight_node_destroy(node);
+        }
+    }
+
+    #[test]
+    fn a_bad_name_is_a_name_error_with_the_reason() {
+        let ctx = context();
+        let mut node = std::ptr::null_mut();
+        // SAFETY: live handles; the error string is read before the next call.
+        unsafe {
+            assert_eq!(freight_node_create(ctx, c"2fast".as_ptr(), std::ptr::null(), &mut node), Status::Name);
+            assert!(node.is_null());
+            let why = CStr::from_ptr(crate::freight_last_error()).to_str().unwrap();
+            assert!(why.contains("2fast"), "{why}");
+            assert_eq!(
+                freight_node_create(ctx, std::ptr::null(), std::ptr::null(), &mut node),
+                Status::InvalidArgument
+            );
+            let bad_utf8 = [0xffu8, 0];
+            assert_eq!(
+                freight_node_create(ctx, bad_utf8.as_ptr().cast(), std::ptr::null(), &mut node),
+                Status::InvalidArgument
+            );
+            freight_context_destroy(ctx);
+        }
+    }
+}

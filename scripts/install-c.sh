@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs freight's C and C++ API into PREFIX (default /usr/local): the
+# library (lib/libfreight_c.so, lib/libfreight_c.a), the headers
+# (include/freight/) and the CMake package (lib/cmake/freight/), from a
+# release build (`cargo build --release -p freight-c`, or `make build`).
+# Usage: scripts/install-c.sh [PREFIX] [LIBDIR of the build, default target/release]
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+prefix=${1:-/usr/local}
+built=${2:-$root/target/release}
+crate=$root/crates/freight-c
+for f in libfreight_c.so libfreight_c.a; do
+    [ -f "$built/$f" ] || { echo "install-c: no $built/$f: run \`cargo build --release -p freight-c\` first" >&2; exit 1; }
+done
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
+mkdir -p "$prefix/lib/cmake/freight" "$prefix/include/freight"
+install -m 0755 "$built/libfreight_c.so" "$prefix/lib/"
+install -m 0644 "$built/libfreight_c.a" "$prefix/lib/"
+install -m 0644 "$crate/include/freight/freight.h" "$crate/include/freight/freight.hpp" "$prefix/include/freight/"
+install -m 0644 "$crate/cmake/freightConfig.cmake" "$prefix/lib/cmake/freight/"
+# A request for 0.x is met by any 0.x.y at least as new (semantic versioning
+# before 1.0); a find_package without a version by any.
+cat > "$prefix/lib/cmake/freight/freightConfigVersion.cmake" <<VERSION
+set(PACKAGE_VERSION "$version")
+if(PACKAGE_FIND_VERSION)
+  string(REGEX MATCH "^[0-9]+\\\\.[0-9]+" _have "\${PACKAGE_VERSION}")
+  string(REGEX MATCH "^[0-9]+\\\\.[0-9]+" _want "\${PACKAGE_FIND_VERSION}")
+  if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION OR NOT _have STREQUAL _want)
+    set(PACKAGE_VERSION_COMPATIBLE FALSE)
+  else()
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+    if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
+      set(PACKAGE_VERSION_EXACT TRUE)
+    endif()
+  endif()
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+endif()
+VERSION
+echo "freight $version: C and C++ API installed in $prefix (find_package(freight CONFIG) with CMAKE_PREFIX_PATH=$prefix)"
