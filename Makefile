@@ -30,12 +30,12 @@ PREFIX ?= /usr/local
 install-c: build
 	scripts/install-c.sh $(PREFIX)
 
-# The Python modules and stubs of the built-in messages (python/freight/msgs/),
-# regenerated from interfaces/ after a `.msg` file changed; the Rust types and
+# The Python modules and stubs of the built-in messages (python/freight/msgs/)
+# and their C++ headers (crates/freight-c/include/freight/msgs/), regenerated from interfaces/ after a `.msg` file changed; the Rust types and
 # the Python classes are generated at build time. `make test` fails while they
 # are out of date.
 msgs: deps
-	FREIGHT_MSG_GEN_WRITE=1 $(CARGO) test --release --locked -p freight-msg-gen --test python_modules
+	FREIGHT_MSG_GEN_WRITE=1 $(CARGO) test --release --locked -p freight-msg-gen --test python_modules --test cpp_headers
 
 # The main job: one 4K BGRA frame between two processes, loan vs copy vs raw
 # iceoryx2; then the robot-arm renderer -> display demo, GPU frames between two

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs freight's C and C++ API into PREFIX (default /usr/local): the
 # library (lib/libfreight_c.so, lib/libfreight_c.a), the headers
-# (include/freight/) and the CMake package (lib/cmake/freight/), from a
+# (include/freight/, the messages' in include/freight/msgs/) and the CMake package (lib/cmake/freight/), from a
 # release build (`cargo build --release -p freight-c`, or `make build`).
 # Usage: scripts/install-c.sh [PREFIX] [LIBDIR of the build, default target/release]
 set -eu
@@ -13,10 +13,11 @@ for f in libfreight_c.so libfreight_c.a; do
     [ -f "$built/$f" ] || { echo "install-c: no $built/$f: run \`cargo build --release -p freight-c\` first" >&2; exit 1; }
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
-mkdir -p "$prefix/lib/cmake/freight" "$prefix/include/freight"
+mkdir -p "$prefix/lib/cmake/freight" "$prefix/include/freight/msgs"
 install -m 0755 "$built/libfreight_c.so" "$prefix/lib/"
 install -m 0644 "$built/libfreight_c.a" "$prefix/lib/"
-install -m 0644 "$crate/include/freight/freight.h" "$crate/include/freight/freight.hpp" "$prefix/include/freight/"
+install -m 0644 "$crate/include/freight/"*.h "$crate/include/freight/"*.hpp "$prefix/include/freight/"
+install -m 0644 "$crate/include/freight/msgs/"*.hpp "$prefix/include/freight/msgs/"
 install -m 0644 "$crate/cmake/freightConfig.cmake" "$prefix/lib/cmake/freight/"
 # A request for 0.x is met by any 0.x.y at least as new (semantic versioning
 # before 1.0); a find_package without a version by any.

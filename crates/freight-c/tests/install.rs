@@ -32,6 +32,10 @@ fn a_cmake_project_finds_the_installed_package_and_links_it() {
     ok("cmake --build", Command::new("cmake").arg("--build").arg(&build).output().unwrap());
     let ran = ok("the consumer", Command::new(build.join("consumer")).output().unwrap());
     assert!(ran.contains("node /cmake/consumer\n"), "{ran}");
+    // The installed message headers: an Image is as long as Rust's.
+    let image = freight::msgs::sensor_msgs::Image { data: vec![1u8; 12].into(), ..Default::default() };
+    let len = freight::Message::to_cdr(&image).unwrap().len();
+    assert!(ran.contains(&format!("image {len} bytes\n")), "{ran}");
     // The program records the library by name, not by the build's path.
     let needed = ok("readelf", Command::new("readelf").arg("-d").arg(build.join("consumer")).output().unwrap());
     assert!(needed.contains("Shared library: [libfreight_c.so]"), "{needed}");

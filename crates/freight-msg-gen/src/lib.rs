@@ -1,5 +1,5 @@
 //! Build-time code generation: ROS 2 `.msg` and `.srv` files → Rust message
-//! and service types built on [`freight_msg::message!`](https://docs.rs/freight-msg).
+//! and service types (C++ ones with [`Builder::cpp_headers`]) built on [`freight_msg::message!`](https://docs.rs/freight-msg).
 //!
 //! Use it from a `build.rs` with [`Builder`]; the output is one Rust file with a
 //! `pub mod <package> { pub mod msg { ... } pub mod srv { ... } }` per package, to `include!`.
@@ -46,6 +46,7 @@
 //! has the same `Message::TYPE_HASH` as the built-in type with the same layout.
 #![deny(missing_docs)]
 
+mod cpp;
 pub mod parse;
 mod python;
 mod rust;
@@ -53,6 +54,7 @@ mod rust;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use cpp::CppHeader;
 pub use python::PythonModule;
 pub use rust::rust_ident;
 
@@ -335,6 +337,23 @@ impl Builder {
     pub fn python_modules(&self) -> Result<Vec<PythonModule>, GenError> {
         let (packages, services, _) = self.resolve()?;
         Ok(python::modules(&packages, &services))
+    }
+
+    /// The C++ headers of the messages and services, one per package:
+    /// `freight/msgs/<package>.hpp`, declaring `freight::msgs::<package>::<Name>`
+    /// over freight's C++ runtime (`freight/cdr.hpp`). freight keeps the
+    /// built-in ones in `crates/freight-c/include/freight/msgs/`; a test fails
+    /// when they differ from what this returns.
+    ///
+    /// ```
+    /// let headers = freight_msg_gen::Builder::new().shipped_package("std_msgs").cpp_headers().unwrap();
+    /// let std_msgs = headers.iter().find(|h| h.package == "std_msgs").unwrap();
+    /// assert!(std_msgs.source.contains("struct UInt8MultiArray {"));
+    /// assert!(std_msgs.source.contains("::freight::Buffer<std::uint8_t> data{};"));
+    /// ```
+    pub fn cpp_headers(&self) -> Result<Vec<CppHeader>, GenError> {
+        let (packages, services, _) = self.resolve()?;
+        Ok(cpp::headers(&packages, &services))
     }
 
     /// Every message and service to generate, by package and name, and the
