@@ -27,11 +27,24 @@ pub enum Status {
     Configuration = 5,
     /// A bug in freight: a panic, caught at the boundary.
     Internal = 6,
+    /// A message type freight does not know by that name.
+    Type = 7,
+    /// A publisher or subscription could not be made (another type on the
+    /// topic, a limit, a backend that is not there, ...).
+    Create = 8,
+    /// A loan could not be made (no room in `/dev/shm`, a wrong buffer count, ...).
+    Loan = 9,
+    /// A message could not be published.
+    Publish = 10,
+    /// A message could not be taken.
+    Take = 11,
+    /// The CDR of a message's fields does not decode as its type.
+    Decode = 12,
 }
 
 impl Status {
     /// Every status, in the order of their values (the header is checked against it).
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 13] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::Name,
@@ -39,6 +52,12 @@ impl Status {
         Status::SharedMemory,
         Status::Configuration,
         Status::Internal,
+        Status::Type,
+        Status::Create,
+        Status::Loan,
+        Status::Publish,
+        Status::Take,
+        Status::Decode,
     ];
 
     /// The constant's name in `freight.h`.
@@ -51,6 +70,12 @@ impl Status {
             Status::SharedMemory => c"FREIGHT_ERROR_SHARED_MEMORY",
             Status::Configuration => c"FREIGHT_ERROR_CONFIGURATION",
             Status::Internal => c"FREIGHT_ERROR_INTERNAL",
+            Status::Type => c"FREIGHT_ERROR_TYPE",
+            Status::Create => c"FREIGHT_ERROR_CREATE",
+            Status::Loan => c"FREIGHT_ERROR_LOAN",
+            Status::Publish => c"FREIGHT_ERROR_PUBLISH",
+            Status::Take => c"FREIGHT_ERROR_TAKE",
+            Status::Decode => c"FREIGHT_ERROR_DECODE",
         }
     }
 }
@@ -79,6 +104,40 @@ impl From<freight::ContextError> for Failure {
             _ => Status::Internal,
         };
         Failure::new(status, e.to_string())
+    }
+}
+
+impl From<freight::CreateError> for Failure {
+    fn from(e: freight::CreateError) -> Self {
+        let status = match &e {
+            freight::CreateError::Name(_) => Status::Name,
+            _ => Status::Create,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+impl From<freight::LoanError> for Failure {
+    fn from(e: freight::LoanError) -> Self {
+        Failure::new(Status::Loan, e.to_string())
+    }
+}
+
+impl From<freight::PublishError> for Failure {
+    fn from(e: freight::PublishError) -> Self {
+        Failure::new(Status::Publish, e.to_string())
+    }
+}
+
+impl From<freight::TakeError> for Failure {
+    fn from(e: freight::TakeError) -> Self {
+        Failure::new(Status::Take, e.to_string())
+    }
+}
+
+impl From<freight_msg::DecodeError> for Failure {
+    fn from(e: freight_msg::DecodeError) -> Self {
+        Failure::new(Status::Decode, format!("the message's fields: {e}"))
     }
 }
 

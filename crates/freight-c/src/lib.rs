@@ -3,7 +3,7 @@
 //!
 //! The rules every function keeps, so that C and C++ callers can rely on them:
 //!
-//! * Objects are opaque handles (`freight_context *`, `freight_node *`) that
+//! * Objects are opaque handles (`freight_context *`, `freight_node *`, ...) that
 //!   the caller owns from the `*_create` that returned them to the
 //!   `*_destroy` that frees them. A handle keeps what it needs alive: a node
 //!   outlives the destruction of its context's handle.
@@ -14,6 +14,11 @@
 //!   [`Status::Internal`].
 //! * Strings are NUL-terminated UTF-8; a null pointer where a handle or a
 //!   string is required is [`Status::InvalidArgument`], never a crash.
+//! * A message crosses as its small fields in CDR, each buffer field written
+//!   as its ordinal (a `u32`), plus its buffers as memory ranges: what the
+//!   generated C++ types of `freight/msgs/` write and read. Endpoints are of
+//!   the built-in message types, named as ROS 2 names them
+//!   (`"sensor_msgs/msg/Image"`).
 //!
 //! ```
 //! use freight_c::*;
@@ -30,6 +35,10 @@
 mod context;
 mod error;
 mod node;
+mod publisher;
+mod qos;
+mod subscription;
+mod types;
 
 pub use context::{
     freight_context_create, freight_context_create_with, freight_context_destroy, freight_context_domain_id,
@@ -37,3 +46,15 @@ pub use context::{
 };
 pub use error::{freight_last_error, freight_status_name, freight_version, Status};
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
+pub use publisher::{
+    freight_loan_backend, freight_loan_buffer, freight_loan_destroy, freight_publisher_create,
+    freight_publisher_destroy, freight_publisher_loan, freight_publisher_publish_copy, freight_publisher_publish_loan,
+    freight_publisher_subscription_count, FreightBuffer, FreightLoan, FreightPublisher,
+};
+pub use qos::{freight_qos_keep_last, freight_qos_sensor_data, FreightQos};
+pub use subscription::{
+    freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_fields,
+    freight_sample_info, freight_subscription_create, freight_subscription_destroy,
+    freight_subscription_publisher_count, freight_subscription_take, FreightMessageInfo, FreightSample,
+    FreightSubscription,
+};

@@ -8,11 +8,15 @@ use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
 /// A node (`freight_node` in C): a [`freight::Node`] the caller owns, and its
 /// names as C strings.
 pub struct FreightNode {
-    // Read by the publishers and subscriptions that come next; it keeps the
-    // node in the ROS graph until the handle is destroyed.
-    _node: freight::Node,
+    node: freight::Node,
     name: CString,
     namespace: CString,
+}
+
+impl FreightNode {
+    pub(crate) fn node(&self) -> &freight::Node {
+        &self.node
+    }
 }
 
 /// Creates the node `name` in `namespace_` (null or `""`: the root, `/`) on
@@ -42,7 +46,7 @@ pub unsafe extern "C" fn freight_node_create(
         let c = |s: &str| CString::new(s).map_err(|e| Failure::new(Status::Internal, e.to_string()));
         let (name, namespace) = (c(node.name())?, c(node.namespace())?);
         // SAFETY: as the caller promised.
-        unsafe { hand_out(out, FreightNode { _node: node, name, namespace }) }
+        unsafe { hand_out(out, FreightNode { node, name, namespace }) }
     })
 }
 

@@ -2,6 +2,8 @@
 //! function the header declares is exported, every exported function is
 //! declared, and the status codes have the same names and values.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -27,9 +29,7 @@ fn declared(header: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_header_declares_exactly_what_the_library_exports() {
-    let exe = std::env::current_exe().unwrap();
-    let lib = exe.parent().and_then(Path::parent).unwrap().join("libfreight_c.so");
-    assert!(lib.is_file(), "no {}: build the crate first (cargo build -p freight-c)", lib.display());
+    let lib = common::library_dir().join("libfreight_c.so");
     let nm = Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output().expect("running nm");
     assert!(nm.status.success(), "nm {}: {}", lib.display(), String::from_utf8_lossy(&nm.stderr));
     let exported: BTreeSet<String> = String::from_utf8_lossy(&nm.stdout)

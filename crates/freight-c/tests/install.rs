@@ -2,6 +2,8 @@
 //! CMake project finds with `find_package(freight 0.1 CONFIG REQUIRED)` and
 //! links as `freight::freight`; the program runs from the build tree.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -14,12 +16,11 @@ fn ok(what: &str, out: Output) -> String {
 #[test]
 fn a_cmake_project_finds_the_installed_package_and_links_it() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = std::env::current_exe().unwrap();
-    let built = exe.parent().and_then(Path::parent).unwrap();
+    let built = common::library_dir();
     let work = std::env::temp_dir().join(format!("freight-c-install-{}", std::process::id()));
     let (prefix, build) = (work.join("prefix"), work.join("build"));
     let script = crate_dir.join("../../scripts/install-c.sh");
-    ok("install-c.sh", Command::new("sh").arg(&script).arg(&prefix).arg(built).output().unwrap());
+    ok("install-c.sh", Command::new("sh").arg(&script).arg(&prefix).arg(&built).output().unwrap());
     let configured = Command::new("cmake")
         .arg("-S")
         .arg(crate_dir.join("tests/cmake"))

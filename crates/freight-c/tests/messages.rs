@@ -3,7 +3,8 @@
 //! every kind of field, a C++ program (tests/cpp/messages.cpp) decodes and
 //! writes each again, and builds messages of its own that Rust decodes.
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
 use freight::msgs::builtin_interfaces::Time;
@@ -109,23 +110,13 @@ fn rust_messages() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn generated_cpp_messages_and_rust_messages_agree_on_the_wire() {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = std::env::temp_dir().join(format!("freight-c-messages-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let messages = rust_messages();
     for (name, bytes) in &messages {
         std::fs::write(work.join(format!("{name}.cdr")), bytes).unwrap();
     }
-    let exe = work.join("messages");
-    let compiled = Command::new("c++")
-        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/cpp/messages.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("running c++");
-    assert!(compiled.status.success(), "c++ messages.cpp:\n{}", String::from_utf8_lossy(&compiled.stderr));
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/messages.cpp");
     let ran = Command::new(&exe).arg(&work).output().unwrap();
     let out = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "messages failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
@@ -151,4 +142,5 @@ fn generated_cpp_messages_and_rust_messages_agree_on_the_wire() {
     assert!(out.contains("hostile: CDR at byte") && out.contains("exceeds"), "{out}");
     assert!(out.contains("constants 7 sensor_msgs/msg/Image std_srvs/srv/SetBool"), "{out}");
     let _ = std::fs::remove_dir_all(&work);
+    common::remove(&exe);
 }

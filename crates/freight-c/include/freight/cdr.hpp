@@ -260,6 +260,45 @@ public:
   }
 };
 
+// Buffer fields as their ordinals, each buffer noted: how freight's frames
+// carry a message, and how one crosses the C ABI (freight.h).
+class OrdinalSink final : public BufferSink {
+public:
+  struct Noted {
+    const void *data;
+    std::size_t bytes;
+  };
+  void write(Writer &w, const void *data, std::size_t count, std::size_t element_size) override {
+    w.write(static_cast<std::uint32_t>(noted_.size()));
+    noted_.push_back(Noted{data, count * element_size});
+  }
+  const std::vector<Noted> &buffers() const noexcept { return noted_; }
+
+private:
+  std::vector<Noted> noted_;
+};
+
+// Buffer fields read as ordinals, each taken from `buffers` (which say what
+// keeps their memory alive), in order.
+class OrdinalSource final : public BufferSource {
+public:
+  explicit OrdinalSource(std::vector<Memory> buffers) : buffers_(std::move(buffers)) {}
+  Memory read(Reader &r, std::size_t) override {
+    const std::uint32_t i = r.read<std::uint32_t>();
+    if (i != next_ || i >= buffers_.size()) {
+      throw DecodeError(r.position() - 4, "buffer " + std::to_string(i) + " where buffer " + std::to_string(next_) +
+                                              " of " + std::to_string(buffers_.size()) + " was due");
+    }
+    ++next_;
+    return buffers_[i];
+  }
+  std::size_t used() const noexcept { return next_; }
+
+private:
+  std::vector<Memory> buffers_;
+  std::uint32_t next_ = 0;
+};
+
 // ---- Fields: numbers, strings, arrays, sequences, buffers ----------------
 // Messages add overloads of cdr_write / cdr_read in their own namespace;
 // argument-dependent lookup (through Writer and Reader) finds these.

@@ -13,6 +13,11 @@
  *    FREIGHT_ERROR_INTERNAL.
  *  - Strings are NUL-terminated UTF-8. A NULL handle or string where one is
  *    required is FREIGHT_ERROR_INVALID_ARGUMENT, never a crash.
+ *  - A message crosses as its small fields in CDR, each buffer field written
+ *    as its ordinal (a uint32), plus its buffers as memory ranges: what the
+ *    C++ types of freight/msgs/<package>.hpp write and read. Endpoints are of
+ *    freight's built-in message types, named as ROS 2 names them
+ *    ("sensor_msgs/msg/Image").
  *
  * Link with -lfreight_c (libfreight_c.so or libfreight_c.a, built by
  * `cargo build --release -p freight-c`). Every function declared here is
@@ -22,6 +27,7 @@
 #define FREIGHT_FREIGHT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -45,7 +51,20 @@ typedef enum freight_status {
   /* A configuration (a large-data stream, a DDS setting) cannot be applied. */
   FREIGHT_ERROR_CONFIGURATION = 5,
   /* A bug in freight (a panic, caught at the boundary): please report it. */
-  FREIGHT_ERROR_INTERNAL = 6
+  FREIGHT_ERROR_INTERNAL = 6,
+  /* A message type freight does not know by that name. */
+  FREIGHT_ERROR_TYPE = 7,
+  /* A publisher or subscription could not be made (another type on the
+   * topic, a limit, a backend that is not there, ...). */
+  FREIGHT_ERROR_CREATE = 8,
+  /* A loan could not be made (no room in /dev/shm, a wrong buffer count, ...). */
+  FREIGHT_ERROR_LOAN = 9,
+  /* A message could not be published. */
+  FREIGHT_ERROR_PUBLISH = 10,
+  /* A message could not be taken. */
+  FREIGHT_ERROR_TAKE = 11,
+  /* The CDR of a message's fields does not decode as its type. */
+  FREIGHT_ERROR_DECODE = 12
 } freight_status;
 
 /* The calling thread's last error message: valid until that thread's next
@@ -101,6 +120,112 @@ const char *freight_node_namespace(const freight_node *node);
 
 /* The node leaves the ROS graph. */
 void freight_node_destroy(freight_node *node);
+
+/* ---- QoS ----------------------------------------------------------------- */
+
+typedef struct freight_qos {
+  /* Keep the last `depth` messages; 0 keeps all. */
+  uint32_t depth;
+  /* Reliable (true) or best effort. */
+  bool reliable;
+  /* Transient local: late subscriptions get what was last published. */
+  bool transient_local;
+} freight_qos;
+
+/* rclcpp::QoS(depth): keep last `depth`, reliable, volatile. */
+freight_qos freight_qos_keep_last(uint32_t depth);
+
+/* rclcpp::SensorDataQoS(): keep last 5, best effort, volatile. */
+freight_qos freight_qos_sensor_data(void);
+
+/* ---- Publisher and loan -------------------------------------------------- */
+
+typedef struct freight_publisher freight_publisher;
+typedef struct freight_loan freight_loan;
+
+/* A buffer given to freight_publisher_publish_copy. */
+typedef struct freight_buffer {
+  const void *data; /* may be NULL when len is 0 */
+  size_t len;       /* bytes */
+} freight_buffer;
+
+/* A publisher of `type_name` ("sensor_msgs/msg/Image") on `topic`; `qos` NULL
+ * is freight_qos_keep_last(10). */
+freight_status freight_publisher_create(const freight_node *node, const char *type_name, const char *topic,
+                                        const freight_qos *qos, freight_publisher **out);
+
+/* Publishes the message whose small fields are the CDR `fields` (buffer
+ * fields as ordinals) and whose buffers are buffers[0..count], each copied
+ * once into the frame. */
+freight_status freight_publisher_publish_copy(const freight_publisher *publisher, const uint8_t *fields,
+                                              size_t fields_len, const freight_buffer *buffers, size_t count);
+
+/* Lends lens[i] bytes for each of the message's `count` buffer fields. */
+freight_status freight_publisher_loan(const freight_publisher *publisher, const size_t *lens, size_t count,
+                                      freight_loan **out);
+
+/* Buffer `index` of the loan: its first byte (NULL for device memory) and
+ * length. The memory is not initialised: write all of it before publishing. */
+freight_status freight_loan_buffer(const freight_loan *loan, size_t index, uint8_t **data, size_t *len);
+
+/* The memory the loan lends ("shm", "cpu", "cuda", ...): a static string. */
+const char *freight_loan_backend(const freight_loan *loan);
+
+/* Publishes a written loan with its small fields (CDR, buffer fields as
+ * ordinals). The loan is consumed whatever the outcome. */
+freight_status freight_publisher_publish_loan(const freight_publisher *publisher, freight_loan *loan,
+                                              const uint8_t *fields, size_t fields_len);
+
+/* Gives an unpublished loan's memory back. */
+void freight_loan_destroy(freight_loan *loan);
+
+/* Subscriptions matched (in this process, on this host, over the network). */
+size_t freight_publisher_subscription_count(const freight_publisher *publisher);
+
+void freight_publisher_destroy(freight_publisher *publisher);
+
+/* ---- Subscription and sample --------------------------------------------- */
+
+typedef struct freight_subscription freight_subscription;
+typedef struct freight_sample freight_sample;
+
+/* How a message came. */
+typedef struct freight_message_info {
+  uint64_t publisher_id;
+  uint64_t sequence;
+  uint64_t publish_time_ns; /* CLOCK_MONOTONIC, the same on every process of a host */
+  const char *transport;    /* "intra", "shm" or "network": a static string */
+  const char *backend;      /* "shm", "cpu", "cuda", ...: a static string */
+} freight_message_info;
+
+/* A subscription of `type_name` on `topic`; `qos` NULL is freight_qos_keep_last(10). */
+freight_status freight_subscription_create(const freight_node *node, const char *type_name, const char *topic,
+                                           const freight_qos *qos, freight_subscription **out);
+
+/* The next message, waiting up to timeout_ns (0: only look); *out is NULL
+ * when none came in time (still FREIGHT_OK). */
+freight_status freight_subscription_take(const freight_subscription *subscription, uint64_t timeout_ns,
+                                         freight_sample **out);
+
+size_t freight_subscription_publisher_count(const freight_subscription *subscription);
+
+/* Its samples stay valid. */
+void freight_subscription_destroy(freight_subscription *subscription);
+
+/* The sample's small fields: CDR, buffer fields as ordinals. Valid while the
+ * sample lives. */
+freight_status freight_sample_fields(const freight_sample *sample, const uint8_t **data, size_t *len);
+
+size_t freight_sample_buffer_count(const freight_sample *sample);
+
+/* Buffer `index`: its first byte (NULL for device memory) and length;
+ * read-only, valid while the sample lives. */
+freight_status freight_sample_buffer(const freight_sample *sample, size_t index, const uint8_t **data, size_t *len);
+
+freight_status freight_sample_info(const freight_sample *sample, freight_message_info *info);
+
+/* The memory goes back to the publisher once no other reader holds it. */
+void freight_sample_destroy(freight_sample *sample);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,20 +1,38 @@
 // freight's C++17 API: RAII over the C ABI of freight.h, named as rclcpp
 // names things. Errors are exceptions derived from std::runtime_error.
 //
-//   freight::Context ctx;                       // reads ROS_DOMAIN_ID
+//   using freight::msgs::std_msgs::UInt8MultiArray;
+//   freight::Context ctx;                                   // reads ROS_DOMAIN_ID
 //   freight::Node node = ctx.create_node("camera");
-//   std::cout << node.get_fully_qualified_name() << "\n";   // "/camera"
+//   auto pub = node.create_publisher<UInt8MultiArray>("/frames", freight::QoS(10));
+//   UInt8MultiArray msg;
+//   msg.data = std::vector<std::uint8_t>(1 << 20, 7);
+//   pub.publish_copy(msg);                                  // one copy, into shared memory
+//   auto loan = pub.loan(1 << 20);                          // or write shared memory directly
+//   std::memset(loan.data(), 7, loan.size());
+//   pub.publish(std::move(loan).assume_init());             // no copy
+//
+//   auto sub = node.create_subscription<UInt8MultiArray>("/frames", freight::QoS(10));
+//   if (auto sample = sub.take(std::chrono::milliseconds(100))) {
+//     std::uint8_t first = (*sample)->data[0];              // the publisher's memory, read-only
+//   }
 //
 // Link with -lfreight_c.
 #ifndef FREIGHT_FREIGHT_HPP
 #define FREIGHT_FREIGHT_HPP
 
+#include <freight/cdr.hpp>
 #include <freight/freight.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace freight {
 
@@ -52,10 +70,258 @@ using Handle = std::unique_ptr<T, Deleter<T, Destroy>>;
 // freight's version ("0.1.0").
 inline std::string version() { return freight_version(); }
 
+// A publisher's or subscription's QoS, as rclcpp::QoS: QoS(10) keeps the
+// last 10, reliable, volatile.
+class QoS {
+public:
+  explicit QoS(std::uint32_t depth) : c_(freight_qos_keep_last(depth)) {}
+
+  // rclcpp::SensorDataQoS(): keep last 5, best effort.
+  static QoS sensor_data() { return QoS(freight_qos_sensor_data()); }
+
+  QoS &keep_last(std::uint32_t depth) { return c_.depth = depth, *this; }
+  QoS &keep_all() { return c_.depth = 0, *this; }
+  QoS &reliable() { return c_.reliable = true, *this; }
+  QoS &best_effort() { return c_.reliable = false, *this; }
+  QoS &transient_local() { return c_.transient_local = true, *this; }
+  QoS &durability_volatile() { return c_.transient_local = false, *this; }
+
+  const freight_qos &c_qos() const noexcept { return c_; }
+
+private:
+  explicit QoS(freight_qos c) : c_(c) {}
+  freight_qos c_;
+};
+
+namespace detail {
+
+// The small fields of `msg` as CDR with its buffers' ordinals, and the buffers.
+template <typename T>
+std::pair<std::vector<std::uint8_t>, std::vector<cdr::OrdinalSink::Noted>> split(const T &msg) {
+  cdr::Writer w;
+  cdr::OrdinalSink buffers;
+  cdr_write(w, buffers, msg);
+  return {std::move(w).finish(), buffers.buffers()};
+}
+
+// A message of type T from small-field CDR and `buffers` for its ordinals.
+template <typename T>
+T join(const std::uint8_t *fields, std::size_t len, std::vector<cdr::BufferSource::Memory> buffers) {
+  cdr::Reader r(fields, len);
+  cdr::OrdinalSource source(std::move(buffers));
+  T msg{};
+  cdr_read(r, source, msg);
+  r.finish();
+  return msg;
+}
+
+}  // namespace detail
+
+template <typename T>
+class Publisher;
+
+// A loan whose buffers are written (only this can be published). The
+// message's small fields are set through -> or *; its buffer fields are views
+// of the loan's memory, valid until it is published or destroyed.
+template <typename T>
+class Loan {
+public:
+  T &operator*() noexcept { return msg_; }
+  T *operator->() noexcept { return &msg_; }
+  const T &operator*() const noexcept { return msg_; }
+  const T *operator->() const noexcept { return &msg_; }
+
+  // Buffer `i`'s memory (nullptr for device memory) and length in bytes.
+  std::uint8_t *data(std::size_t i = 0) const { return buffers_.at(i).first; }
+  std::size_t size(std::size_t i = 0) const { return buffers_.at(i).second; }
+  // The memory it lends: "shm", "cpu" (an in-process hand-over), "cuda", ...
+  std::string backend() const { return freight_loan_backend(handle_.get()); }
+
+private:
+  template <typename>
+  friend class LoanUninit;
+  template <typename>
+  friend class Publisher;
+  using Handle = std::unique_ptr<freight_loan, detail::Deleter<freight_loan, freight_loan_destroy>>;
+  Loan(Handle handle, std::vector<std::pair<std::uint8_t *, std::size_t>> buffers, T msg)
+      : handle_(std::move(handle)), buffers_(std::move(buffers)), msg_(std::move(msg)) {}
+  Handle handle_;
+  std::vector<std::pair<std::uint8_t *, std::size_t>> buffers_;
+  T msg_;
+};
+
+// A loan as lent: its memory is not initialised. Write every byte of every
+// buffer, then std::move(loan).assume_init() gives the Loan to publish.
+template <typename T>
+class LoanUninit {
+public:
+  std::size_t buffer_count() const noexcept { return buffers_.size(); }
+  // Buffer `i`'s memory (nullptr for device memory) and length in bytes.
+  std::uint8_t *data(std::size_t i = 0) const { return buffers_.at(i).first; }
+  std::size_t size(std::size_t i = 0) const { return buffers_.at(i).second; }
+  std::string backend() const { return freight_loan_backend(handle_.get()); }
+
+  // The caller wrote every byte of every buffer.
+  Loan<T> assume_init() && {
+    // T's buffer fields become views of the loan's memory, in field order.
+    std::vector<cdr::BufferSource::Memory> views;
+    for (const auto &[ptr, len] : buffers_) {
+      views.push_back(cdr::BufferSource::Memory{ptr, len, keep_});
+    }
+    auto [fields, none] = detail::split(T{});
+    T msg = detail::join<T>(fields.data(), fields.size(), std::move(views));
+    return Loan<T>(std::move(handle_), std::move(buffers_), std::move(msg));
+  }
+
+private:
+  template <typename>
+  friend class Publisher;
+  LoanUninit(freight_loan *raw, std::size_t count) : handle_(raw) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint8_t *ptr = nullptr;
+      std::size_t len = 0;
+      detail::check(freight_loan_buffer(raw, i, &ptr, &len));
+      buffers_.emplace_back(ptr, len);
+    }
+  }
+  typename Loan<T>::Handle handle_;
+  std::vector<std::pair<std::uint8_t *, std::size_t>> buffers_;
+  // What the views of the loan's memory hold (nothing: the loan is the owner).
+  std::shared_ptr<const void> keep_ = std::make_shared<int>(0);
+};
+
+// Publishes messages of type T on one topic. Moves, does not copy.
+template <typename T>
+class Publisher {
+public:
+  // Copies each buffer once, into shared memory (and serializes for network
+  // readers).
+  void publish_copy(const T &msg) const {
+    auto [fields, noted] = detail::split(msg);
+    std::vector<freight_buffer> buffers;
+    for (const auto &n : noted) {
+      buffers.push_back(freight_buffer{n.data, n.bytes});
+    }
+    detail::check(freight_publisher_publish_copy(handle_.get(), fields.data(), fields.size(), buffers.data(),
+                                                 buffers.size()));
+  }
+
+  // Lends `bytes` for the message's one buffer field.
+  LoanUninit<T> loan(std::size_t bytes) const { return loan_buffers({bytes}); }
+
+  // Lends lens[i] bytes for each buffer field, in field order.
+  LoanUninit<T> loan_buffers(const std::vector<std::size_t> &lens) const {
+    freight_loan *raw = nullptr;
+    detail::check(freight_publisher_loan(handle_.get(), lens.data(), lens.size(), &raw));
+    return LoanUninit<T>(raw, lens.size());
+  }
+
+  // Publishes a written loan: no copy. Its buffer fields must still be the
+  // loan's own memory (a field assigned other memory is an Error).
+  void publish(Loan<T> &&loan) const {
+    auto [fields, noted] = detail::split(loan.msg_);
+    for (std::size_t i = 0; i < noted.size(); ++i) {
+      if (i >= loan.buffers_.size() || noted[i].data != loan.buffers_[i].first ||
+          noted[i].bytes != loan.buffers_[i].second) {
+        throw Error(FREIGHT_ERROR_PUBLISH, "buffer field " + std::to_string(i) +
+                                               " is not the loan's memory: publish_copy sends other memory");
+      }
+    }
+    detail::check(freight_publisher_publish_loan(handle_.get(), loan.handle_.release(), fields.data(),
+                                                 fields.size()));
+  }
+
+  std::size_t get_subscription_count() const { return freight_publisher_subscription_count(handle_.get()); }
+
+private:
+  friend class Node;
+  explicit Publisher(freight_publisher *raw) : handle_(raw) {}
+  detail::Handle<freight_publisher, freight_publisher_destroy> handle_;
+};
+
+// A received message: * and -> give it; its buffer fields are read-only views
+// of the memory it came in, which stays valid while the sample or any copy
+// of those fields lives.
+template <typename T>
+class Sample {
+public:
+  const T &operator*() const noexcept { return msg_; }
+  const T *operator->() const noexcept { return &msg_; }
+  // The memory its buffers are in: "shm", "cpu", "cuda", ...
+  std::string backend() const { return info_.backend; }
+  // "intra", "shm" or "network".
+  std::string transport() const { return info_.transport; }
+  std::uint64_t sequence() const noexcept { return info_.sequence; }
+  std::uint64_t publish_time_ns() const noexcept { return info_.publish_time_ns; }
+
+private:
+  template <typename>
+  friend class Subscription;
+  Sample(T msg, freight_message_info info) : msg_(std::move(msg)), info_(info) {}
+  T msg_;
+  freight_message_info info_;
+};
+
+// Receives messages of type T from one topic. Moves, does not copy.
+template <typename T>
+class Subscription {
+public:
+  // The next message, waiting up to `timeout` (zero: only look).
+  std::optional<Sample<T>> take(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(0)) const {
+    freight_sample *raw = nullptr;
+    const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+    detail::check(freight_subscription_take(handle_.get(), ns, &raw));
+    if (raw == nullptr) {
+      return std::nullopt;
+    }
+    std::shared_ptr<freight_sample> sample(raw, freight_sample_destroy);
+    const std::uint8_t *fields = nullptr;
+    std::size_t len = 0;
+    detail::check(freight_sample_fields(raw, &fields, &len));
+    std::vector<cdr::BufferSource::Memory> buffers;
+    for (std::size_t i = 0, n = freight_sample_buffer_count(raw); i < n; ++i) {
+      const std::uint8_t *data = nullptr;
+      std::size_t bytes = 0;
+      detail::check(freight_sample_buffer(raw, i, &data, &bytes));
+      if (data == nullptr && bytes > 0) {
+        throw Error(FREIGHT_ERROR_TAKE, "buffer " + std::to_string(i) +
+                                            " is device memory, which this API cannot view yet");
+      }
+      buffers.push_back(cdr::BufferSource::Memory{data, bytes, sample});
+    }
+    freight_message_info info{};
+    detail::check(freight_sample_info(raw, &info));
+    return Sample<T>(detail::join<T>(fields, len, std::move(buffers)), info);
+  }
+
+  std::size_t get_publisher_count() const { return freight_subscription_publisher_count(handle_.get()); }
+
+private:
+  friend class Node;
+  explicit Subscription(freight_subscription *raw) : handle_(raw) {}
+  detail::Handle<freight_subscription, freight_subscription_destroy> handle_;
+};
+
 // A named participant of the ROS graph; made by Context::create_node. Moves,
 // does not copy; it stays valid after its Context is destroyed.
 class Node {
 public:
+  // A publisher of T (a type of freight/msgs/<package>.hpp) on `topic`.
+  template <typename T>
+  Publisher<T> create_publisher(const std::string &topic, const QoS &qos) const {
+    freight_publisher *raw = nullptr;
+    detail::check(freight_publisher_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
+    return Publisher<T>(raw);
+  }
+
+  // A subscription of T on `topic`; take() receives.
+  template <typename T>
+  Subscription<T> create_subscription(const std::string &topic, const QoS &qos) const {
+    freight_subscription *raw = nullptr;
+    detail::check(freight_subscription_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
+    return Subscription<T>(raw);
+  }
+
   std::string get_name() const { return freight_node_name(handle_.get()); }
   std::string get_namespace() const { return freight_node_namespace(handle_.get()); }
   std::string get_fully_qualified_name() const {

@@ -1,0 +1,242 @@
+//! `freight_publisher` and `freight_loan`: sending messages.
+//!
+//! A message crosses as its small fields in CDR (buffer fields written as
+//! their ordinals, `freight/cdr.hpp`'s `OrdinalSink`) plus its buffers.
+
+use std::ffi::c_char;
+
+use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
+use crate::node::FreightNode;
+use crate::qos::FreightQos;
+use crate::types::{maker, AnyLoan, AnyPublisher};
+
+/// A publisher (`freight_publisher` in C).
+pub struct FreightPublisher(Box<dyn AnyPublisher>);
+
+/// A loan (`freight_loan` in C): buffers lent by a publisher, to be written
+/// and then published, or destroyed.
+pub struct FreightLoan(AnyLoan);
+
+/// A buffer given to [`freight_publisher_publish_copy`] (`freight_buffer` in C).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightBuffer {
+    /// The first byte; may be null when `len` is 0.
+    pub data: *const u8,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+/// The bytes `data`..`data + len` from C, checked for null.
+///
+/// # Safety
+/// `data` is null or valid for reads of `len` bytes for `'a`.
+pub(crate) unsafe fn bytes<'a>(data: *const u8, len: usize, what: &str) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if data.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, format!("{what} is a null pointer with length {len}")));
+    }
+    // SAFETY: non-null and readable for `len` bytes by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+/// Creates a publisher of `type_name` (`"sensor_msgs/msg/Image"`, one of the
+/// built-in types) on `topic` with `qos` (null: keep last 10, reliable).
+///
+/// # Safety
+/// `node` is null or live; `type_name` and `topic` are null or
+/// NUL-terminated; `qos` is null or points to a `freight_qos`; `out` is null
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_create(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    out: *mut *mut FreightPublisher,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let node = unsafe { handle(node, "the node") }?;
+        let type_name = unsafe { str_arg(type_name, "the type name") }?;
+        let topic = unsafe { str_arg(topic, "the topic") }?;
+        let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
+        let publisher = (maker(type_name)?.publisher)(node.node(), topic, qos.into())?;
+        unsafe { hand_out(out, FreightPublisher(publisher)) }
+    })
+}
+
+/// Publishes a message whose small fields are the CDR `fields` (buffer
+/// fields as ordinals) and whose buffers are `buffers[0..count]`, each copied
+/// once into the frame (shared memory) and serialized for network readers.
+///
+/// # Safety
+/// `publisher` is null or live; `fields` is readable for `fields_len` bytes;
+/// `buffers` is null or points to `count` `freight_buffer`s, each readable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_publish_copy(
+    publisher: *const FreightPublisher,
+    fields: *const u8,
+    fields_len: usize,
+    buffers: *const FreightBuffer,
+    count: usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let publisher = unsafe { handle(publisher, "the publisher") }?;
+        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
+        let buffers: &[FreightBuffer] = if count == 0 {
+            &[]
+        } else if buffers.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the buffers are a null pointer"));
+        } else {
+            unsafe { std::slice::from_raw_parts(buffers, count) }
+        };
+        let slices =
+            buffers.iter().map(|b| unsafe { bytes(b.data, b.len, "a buffer") }).collect::<Result<Vec<_>, _>>()?;
+        publisher.0.publish_copy(fields, &slices)
+    })
+}
+
+/// Lends `lens[i]` bytes for each of the message's `count` buffer fields;
+/// `*out` receives the loan, whose memory [`freight_loan_buffer`] gives.
+///
+/// # Safety
+/// `publisher` is null or live; `lens` is null or points to `count` sizes;
+/// `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_loan(
+    publisher: *const FreightPublisher,
+    lens: *const usize,
+    count: usize,
+    out: *mut *mut FreightLoan,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let publisher = unsafe { handle(publisher, "the publisher") }?;
+        let lens: &[usize] = if count == 0 {
+            &[]
+        } else if lens.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the lengths are a null pointer"));
+        } else {
+            unsafe { std::slice::from_raw_parts(lens, count) }
+        };
+        let loan = publisher.0.loan(lens)?;
+        unsafe { hand_out(out, FreightLoan(loan)) }
+    })
+}
+
+/// Buffer `index` of `loan`: its first byte (null where the memory is a
+/// device's, which the CPU cannot write) and length. Memory a loan lends is
+/// not initialised: write all of it before publishing.
+///
+/// # Safety
+/// `loan` is null or live; `data` and `len` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_loan_buffer(
+    loan: *const FreightLoan,
+    index: usize,
+    data: *mut *mut u8,
+    len: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let loan = unsafe { handle(loan, "the loan") }?;
+        let &(ptr, n) = loan.0.buffers.get(index).ok_or_else(|| {
+            Failure::new(
+                Status::InvalidArgument,
+                format!("the loan has {} buffer(s), not {}", loan.0.buffers.len(), index + 1),
+            )
+        })?;
+        if data.is_null() || len.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
+        }
+        unsafe {
+            data.write(ptr);
+            len.write(n);
+        }
+        Ok(())
+    })
+}
+
+/// The name of the memory `loan` lends (`"shm"`, `"cpu"` for a heap frame of
+/// an in-process hand-over, `"cuda"`, ...); a static string, null for a null loan.
+///
+/// # Safety
+/// `loan` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn freight_loan_backend(loan: *const FreightLoan) -> *const c_char {
+    // SAFETY: as the caller promised.
+    unsafe { loan.as_ref() }.map_or(std::ptr::null(), |l| crate::subscription::backend_name(l.0.backend))
+}
+
+/// Publishes `loan`, written by the caller, with the small fields `fields`
+/// (CDR, buffer fields as ordinals). The loan is consumed whatever the
+/// outcome: do not use or destroy it after this call.
+///
+/// # Safety
+/// `publisher` is null or live; `loan` is null or a live loan of this
+/// publisher whose every buffer byte was written; `fields` is readable for
+/// `fields_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_publish_loan(
+    publisher: *const FreightPublisher,
+    loan: *mut FreightLoan,
+    fields: *const u8,
+    fields_len: usize,
+) -> Status {
+    guard(|| {
+        if loan.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the loan is a null pointer"));
+        }
+        // SAFETY (all): as the caller promised; the loan is taken over here,
+        // so it is freed on every path below.
+        let loan = unsafe { Box::from_raw(loan) };
+        let publisher = unsafe { handle(publisher, "the publisher") }?;
+        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
+        publisher.0.publish(loan.0, fields)
+    })
+}
+
+/// Gives an unpublished loan's memory back (null is ignored).
+///
+/// # Safety
+/// `loan` is null or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn freight_loan_destroy(loan: *mut FreightLoan) {
+    if !loan.is_null() {
+        guard(|| {
+            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+            drop(unsafe { Box::from_raw(loan) });
+            Ok(())
+        });
+    }
+}
+
+/// How many subscriptions match the publisher (in this process, on this
+/// host and over the network); 0 for a null handle.
+///
+/// # Safety
+/// `publisher` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_subscription_count(publisher: *const FreightPublisher) -> usize {
+    // SAFETY: as the caller promised.
+    unsafe { publisher.as_ref() }.map_or(0, |p| p.0.subscription_count())
+}
+
+/// Frees a publisher (null is ignored).
+///
+/// # Safety
+/// `publisher` is null or live, not used again; no loan of it is used after.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_destroy(publisher: *mut FreightPublisher) {
+    if !publisher.is_null() {
+        guard(|| {
+            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+            drop(unsafe { Box::from_raw(publisher) });
+            Ok(())
+        });
+    }
+}

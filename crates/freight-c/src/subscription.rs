@@ -1,0 +1,244 @@
+//! `freight_subscription` and `freight_sample`: receiving messages.
+//!
+//! A sample gives its message as its small fields in CDR (buffer fields
+//! written as their ordinals) plus its buffers, read-only, valid while the
+//! sample lives: `freight/cdr.hpp`'s `OrdinalSource` reads them into a C++
+//! message whose buffers are views of that memory.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use freight_msg::BackendKind;
+
+use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
+use crate::node::FreightNode;
+use crate::qos::FreightQos;
+use crate::types::{maker, AnySample, AnySubscription};
+
+/// A subscription (`freight_subscription` in C).
+pub struct FreightSubscription(Box<dyn AnySubscription>);
+
+/// A received message (`freight_sample` in C).
+pub struct FreightSample(AnySample);
+
+/// How a message came (`freight_message_info` in C).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightMessageInfo {
+    /// The publisher's id, unique on the host.
+    pub publisher_id: u64,
+    /// The publisher's sequence number of the message.
+    pub sequence: u64,
+    /// When it was published: `CLOCK_MONOTONIC`, nanoseconds (the same clock
+    /// on every process of a host).
+    pub publish_time_ns: u64,
+    /// `"intra"`, `"shm"` or `"network"`: a static string.
+    pub transport: *const c_char,
+    /// The memory its buffers are in (`"shm"`, `"cpu"`, `"cuda"`, ...): a static string.
+    pub backend: *const c_char,
+}
+
+/// A backend's name as a static C string.
+pub(crate) fn backend_name(kind: BackendKind) -> *const c_char {
+    match kind {
+        BackendKind::Cpu => c"cpu",
+        BackendKind::Shm => c"shm",
+        BackendKind::Cuda => c"cuda",
+        BackendKind::CudaHost => c"cuda-host",
+        BackendKind::FakeDevice => c"fake-device",
+        // A backend added later: its name is still known to Rust.
+        _ => c"other",
+    }
+    .as_ptr()
+}
+
+/// Creates a subscription of `type_name` (one of the built-in types) on
+/// `topic` with `qos` (null: keep last 10, reliable).
+///
+/// # Safety
+/// As [`crate::freight_publisher_create`].
+#[no_mangle]
+pub unsafe extern "C" fn freight_subscription_create(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    out: *mut *mut FreightSubscription,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let node = unsafe { handle(node, "the node") }?;
+        let type_name = unsafe { str_arg(type_name, "the type name") }?;
+        let topic = unsafe { str_arg(topic, "the topic") }?;
+        let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
+        let subscription = (maker(type_name)?.subscription)(node.node(), topic, qos.into())?;
+        unsafe { hand_out(out, FreightSubscription(subscription)) }
+    })
+}
+
+/// Takes the next message, waiting up to `timeout_ns` nanoseconds (0: only
+/// look). `*out` receives the sample, or null when none came in time (still
+/// `FREIGHT_OK`).
+///
+/// # Safety
+/// `subscription` is null or live; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_subscription_take(
+    subscription: *const FreightSubscription,
+    timeout_ns: u64,
+    out: *mut *mut FreightSample,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let subscription = unsafe { handle(subscription, "the subscription") }?;
+        if out.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
+        }
+        match subscription.0.take(Duration::from_nanos(timeout_ns))? {
+            Some(sample) => unsafe { hand_out(out, FreightSample(sample)) },
+            None => {
+                unsafe { out.write(std::ptr::null_mut()) };
+                Ok(())
+            }
+        }
+    })
+}
+
+/// How many publishers match the subscription; 0 for a null handle.
+///
+/// # Safety
+/// `subscription` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn freight_subscription_publisher_count(subscription: *const FreightSubscription) -> usize {
+    // SAFETY: as the caller promised.
+    unsafe { subscription.as_ref() }.map_or(0, |s| s.0.publisher_count())
+}
+
+/// Frees a subscription (null is ignored); its samples stay valid.
+///
+/// # Safety
+/// `subscription` is null or live, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn freight_subscription_destroy(subscription: *mut FreightSubscription) {
+    if !subscription.is_null() {
+        guard(|| {
+            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+            drop(unsafe { Box::from_raw(subscription) });
+            Ok(())
+        });
+    }
+}
+
+/// The sample's small fields: CDR with each buffer field as its ordinal.
+/// Valid while the sample lives.
+///
+/// # Safety
+/// `sample` is null or live; `data` and `len` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_fields(
+    sample: *const FreightSample,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        if data.is_null() || len.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
+        }
+        unsafe {
+            data.write(sample.0.fields.as_ptr());
+            len.write(sample.0.fields.len());
+        }
+        Ok(())
+    })
+}
+
+/// How many buffers the sample's message has; 0 for a null sample.
+///
+/// # Safety
+/// `sample` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_buffer_count(sample: *const FreightSample) -> usize {
+    // SAFETY: as the caller promised.
+    unsafe { sample.as_ref() }.map_or(0, |s| s.0.buffers.len())
+}
+
+/// Buffer `index` of the sample: its first byte (null for device memory)
+/// and length; read-only, valid while the sample lives.
+///
+/// # Safety
+/// `sample` is null or live; `data` and `len` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_buffer(
+    sample: *const FreightSample,
+    index: usize,
+    data: *mut *const u8,
+    len: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        let &(ptr, n) = sample.0.buffers.get(index).ok_or_else(|| {
+            Failure::new(
+                Status::InvalidArgument,
+                format!("the sample has {} buffer(s), not {}", sample.0.buffers.len(), index + 1),
+            )
+        })?;
+        if data.is_null() || len.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
+        }
+        unsafe {
+            data.write(ptr);
+            len.write(n);
+        }
+        Ok(())
+    })
+}
+
+/// How the sample's message came.
+///
+/// # Safety
+/// `sample` is null or live; `info` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_info(sample: *const FreightSample, info: *mut FreightMessageInfo) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        if info.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the info is a null pointer"));
+        }
+        let i = &sample.0.info;
+        let transport = match i.transport {
+            freight::Transport::Intra => c"intra",
+            freight::Transport::Shm => c"shm",
+            freight::Transport::Network => c"network",
+        };
+        unsafe {
+            info.write(FreightMessageInfo {
+                publisher_id: i.publisher_id,
+                sequence: i.sequence,
+                publish_time_ns: i.publish_time_ns,
+                transport: transport.as_ptr(),
+                backend: backend_name(i.backend),
+            })
+        };
+        Ok(())
+    })
+}
+
+/// Frees a sample (null is ignored): its memory goes back to the publisher
+/// once no other reader holds it.
+///
+/// # Safety
+/// `sample` is null or live, not used again; nothing reads its buffers after.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_destroy(sample: *mut FreightSample) {
+    if !sample.is_null() {
+        guard(|| {
+            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+            drop(unsafe { Box::from_raw(sample) });
+            Ok(())
+        });
+    }
+}

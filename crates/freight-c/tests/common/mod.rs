@@ -1,0 +1,58 @@
+//! What the tests that compile C and C++ programs share.
+// Each test file is a crate of its own and uses part of this module.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `target/release` (or `debug`), where cargo puts `libfreight_c.so`: two
+/// levels above the test's executable (`deps/<test>-<hash>`).
+pub fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf();
+    assert!(
+        dir.join("libfreight_c.so").is_file(),
+        "{} has no libfreight_c.so: build the crate first (cargo build -p freight-c)",
+        dir.display()
+    );
+    dir
+}
+
+/// Compiles `source` (under `tests/`) with `compiler` and `flags` against
+/// `include/` and `libfreight_c.so`, warnings as errors, into a folder of
+/// its own; returns the program. Fails the test with the compiler's output.
+pub fn compile(compiler: &str, flags: &[&str], source: &str) -> PathBuf {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = library_dir();
+    let name = source.replace(['/', '.'], "_");
+    // One folder per compilation: tests run in parallel, several may compile
+    // the same program.
+    static COMPILED: AtomicUsize = AtomicUsize::new(0);
+    let n = COMPILED.fetch_add(1, Ordering::Relaxed);
+    let out_dir = std::env::temp_dir().join(format!("freight-c-{}-{n}-{name}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(&name);
+    let compiled = Command::new(compiler)
+        .args(flags)
+        .args(["-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(crate_dir.join("include"))
+        .arg(crate_dir.join("tests").join(source))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lfreight_c")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(compiled.status.success(), "{compiler} {source}:\n{}", String::from_utf8_lossy(&compiled.stderr));
+    exe
+}
+
+/// Removes what [`compile`] made for `exe`.
+pub fn remove(exe: &Path) {
+    if let Some(dir) = exe.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,182 @@
+// Publishers and subscriptions from C++ (tests/pubsub.rs runs it):
+//   pubsub inproc          both ends in this process, every path and error
+//   pubsub pub TOPIC N     N images by loan, once a subscription matched
+//   pubsub sub TOPIC N     takes N images and checks every byte
+// All on local-only contexts: shared memory, nothing on the network.
+#include <freight/freight.hpp>
+#include <freight/msgs/sensor_msgs.hpp>
+#include <freight/msgs/std_msgs.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+using freight::msgs::sensor_msgs::Image;
+using freight::msgs::std_msgs::UInt8MultiArray;
+using namespace std::chrono_literals;
+
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      std::cerr << __FILE__ << ":" << __LINE__ << ": " #cond " failed\n"; \
+      std::exit(1);                                                       \
+    }                                                                     \
+  } while (0)
+
+static freight::Context local_context() {
+  freight::ContextOptions options;
+  options.local_only = true;
+  return freight::Context(options);
+}
+
+// Frame k of a stream: width × height bgra8, every byte a function of k and
+// its place, so a receiver can check all of them.
+static std::uint8_t pixel(std::uint32_t k, std::size_t i) { return static_cast<std::uint8_t>(k * 31 + i * 7); }
+
+static int inproc() {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_inproc");
+  auto pub = node.create_publisher<UInt8MultiArray>("/cpp/bytes", freight::QoS(10));
+  auto sub = node.create_subscription<UInt8MultiArray>("/cpp/bytes", freight::QoS(10));
+  EXPECT(pub.get_subscription_count() == 1);
+
+  // The example: a vector assigned to the buffer field, one copy.
+  UInt8MultiArray msg;
+  msg.data = std::vector<std::uint8_t>(1 << 20, 7);
+  msg.layout.data_offset = 3;
+  pub.publish_copy(msg);
+  auto got = sub.take(1s);
+  EXPECT(got.has_value());
+  EXPECT((*got)->data.size() == (1u << 20) && (*got)->data[0] == 7 && (*got)->data[(1 << 20) - 1] == 7);
+  EXPECT((*got)->layout.data_offset == 3);
+  std::cout << "copy " << got->transport() << " " << got->backend() << " " << (*got)->data.size() << "\n";
+
+  // A loan: written in place, published without a copy.
+  auto loan = pub.loan(4096);
+  EXPECT(loan.buffer_count() == 1 && loan.size() == 4096);
+  std::memset(loan.data(), 9, loan.size());
+  auto written = std::move(loan).assume_init();
+  written->layout.dim.push_back({"bytes", 4096, 1});
+  EXPECT(written->data.size() == 4096 && written->data[100] == 9);  // a view of the loan
+  pub.publish(std::move(written));
+  got = sub.take(1s);
+  EXPECT(got.has_value() && (*got)->data.size() == 4096 && (*got)->data[4095] == 9);
+  EXPECT((*got)->layout.dim.size() == 1 && (*got)->layout.dim[0].label == "bytes");
+  std::cout << "loan " << got->transport() << " " << got->backend() << "\n";
+
+  // A received buffer outlives its sample: it keeps the memory alive.
+  freight::Buffer<std::uint8_t> kept = (*got)->data;
+  got.reset();
+  EXPECT(kept.size() == 4096 && kept[0] == 9);
+
+  // Nothing more: take gives nothing, promptly.
+  EXPECT(!sub.take(10ms).has_value());
+
+  // A loan whose buffer field was given other memory is refused.
+  auto other = std::move(pub.loan(16)).assume_init();
+  other->data = std::vector<std::uint8_t>(16, 1);
+  try {
+    pub.publish(std::move(other));
+    EXPECT(false);
+  } catch (const freight::Error &e) {
+    EXPECT(e.status() == FREIGHT_ERROR_PUBLISH);
+    std::cout << "refused " << e.what() << "\n";
+  }
+  // A loan of two buffers for a message of one is the core's LoanError.
+  try {
+    pub.loan_buffers({8, 8});
+    EXPECT(false);
+  } catch (const freight::Error &e) {
+    EXPECT(e.status() == FREIGHT_ERROR_LOAN);
+    std::cout << "refused " << e.what() << "\n";
+  }
+  // Another type on the same topic is refused where the subscription is made.
+  try {
+    node.create_subscription<Image>("/cpp/bytes", freight::QoS(10));
+    EXPECT(false);
+  } catch (const freight::Error &e) {
+    EXPECT(e.status() == FREIGHT_ERROR_CREATE);
+    std::cout << "refused " << e.what() << "\n";
+  }
+  // A type freight does not know, through the C ABI.
+  freight_publisher *raw = nullptr;
+  EXPECT(freight_publisher_create(node.c_handle(), "my_msgs/msg/Thing", "/cpp/thing", nullptr, &raw) ==
+         FREIGHT_ERROR_TYPE);
+  std::cout << "refused " << freight_last_error() << "\n";
+  // Fields that are not the type's CDR.
+  const std::uint8_t junk[] = {0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  const freight_buffer none{nullptr, 0};
+  freight_publisher *bytes_pub = nullptr;
+  EXPECT(freight_publisher_create(node.c_handle(), "std_msgs/msg/UInt8MultiArray", "/cpp/junk", nullptr,
+                                  &bytes_pub) == FREIGHT_OK);
+  EXPECT(freight_publisher_publish_copy(bytes_pub, junk, sizeof junk, &none, 1) == FREIGHT_ERROR_DECODE);
+  std::cout << "refused " << freight_last_error() << "\n";
+  freight_publisher_destroy(bytes_pub);
+  std::cout << "inproc ok\n";
+  return 0;
+}
+
+static int publish(const std::string &topic, std::uint32_t n) {
+  freight::Context ctx = local_context();
+  auto pub = ctx.create_node("cpp_pub").create_publisher<Image>(topic, freight::QoS(10));
+  for (int i = 0; i < 500 && pub.get_subscription_count() == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT(pub.get_subscription_count() > 0);
+  const std::uint32_t width = 640, height = 480;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    auto loan = pub.loan(width * height * 4);
+    for (std::size_t i = 0; i < loan.size(); ++i) {
+      loan.data()[i] = pixel(k, i);
+    }
+    auto image = std::move(loan).assume_init();
+    image->header.frame_id = "camera";
+    image->header.stamp.sec = static_cast<std::int32_t>(k);
+    image->width = width;
+    image->height = height;
+    image->encoding = "bgra8";
+    image->step = width * 4;
+    pub.publish(std::move(image));
+    std::cout << "SENT " << k << std::endl;
+    std::this_thread::sleep_for(20ms);
+  }
+  return 0;
+}
+
+static int subscribe(const std::string &topic, std::uint32_t n) {
+  freight::Context ctx = local_context();
+  auto sub = ctx.create_node("cpp_sub").create_subscription<Image>(topic, freight::QoS(10));
+  std::cout << "READY" << std::endl;
+  for (std::uint32_t got = 0; got < n;) {
+    auto sample = sub.take(10s);
+    EXPECT(sample.has_value());
+    const Image &image = **sample;
+    const auto k = static_cast<std::uint32_t>(image.header.stamp.sec);
+    EXPECT(image.encoding == "bgra8" && image.header.frame_id == "camera");
+    EXPECT(image.data.size() == std::size_t{image.step} * image.height);
+    for (std::size_t i = 0; i < image.data.size(); ++i) {
+      if (image.data[i] != pixel(k, i)) {
+        std::cerr << "frame " << k << ": byte " << i << " is wrong\n";
+        return 1;
+      }
+    }
+    std::cout << "GOT " << k << " " << sample->transport() << " " << sample->backend() << std::endl;
+    ++got;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "inproc") {
+    return inproc();
+  }
+  if ((mode == "pub" || mode == "sub") && argc == 4) {
+    const auto n = static_cast<std::uint32_t>(std::stoul(argv[3]));
+    return mode == "pub" ? publish(argv[2], n) : subscribe(argv[2], n);
+  }
+  std::cerr << "usage: pubsub inproc | pub TOPIC N | sub TOPIC N\n";
+  return 2;
+}

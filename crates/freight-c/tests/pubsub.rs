@@ -1,0 +1,104 @@
+//! Publishers and subscriptions from C++ (tests/cpp/pubsub.cpp): in one
+//! process, and across processes to and from freight's Rust API, over shared
+//! memory, every byte checked.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use freight::msgs::sensor_msgs::Image;
+use freight::{Context, QoS, Transport};
+
+/// Byte `i` of frame `k`, as the C++ program makes and checks them.
+fn pixel(k: u32, i: usize) -> u8 {
+    (k.wrapping_mul(31) as usize).wrapping_add(i.wrapping_mul(7)) as u8
+}
+
+fn topic(name: &str) -> String {
+    format!("/cpp_{name}_{}", std::process::id())
+}
+
+/// The C++ program in `mode`, its stdout read line by line.
+fn spawn(exe: &std::path::Path, args: &[&str]) -> (Child, BufReader<ChildStdout>) {
+    let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().expect("starting pubsub");
+    let out = BufReader::new(child.stdout.take().expect("piped"));
+    (child, out)
+}
+
+fn line(out: &mut BufReader<ChildStdout>) -> String {
+    let mut l = String::new();
+    out.read_line(&mut l).expect("reading the program's output");
+    l
+}
+
+#[test]
+fn a_cpp_program_publishes_by_copy_and_by_loan_and_takes_in_one_process() {
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
+    let ran = Command::new(&exe).arg("inproc").output().unwrap();
+    common::remove(&exe);
+    let out = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert!(ran.status.success(), "pubsub inproc failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
+    // In one process the frame is handed over, never serialized.
+    assert!(out.contains("copy intra cpu 1048576\n"), "{out}");
+    assert!(out.contains("loan intra cpu\n"), "{out}");
+    assert!(out.contains("refused FREIGHT_ERROR_PUBLISH: buffer field 0 is not the loan's memory"), "{out}");
+    assert!(out.contains("refused FREIGHT_ERROR_LOAN: "), "{out}");
+    assert!(out.contains("refused FREIGHT_ERROR_CREATE: "), "{out}");
+    assert!(out.contains("refused \"my_msgs/msg/Thing\" is not one of freight's"), "{out}");
+    assert!(out.contains("refused the message's fields: "), "{out}");
+    assert!(out.ends_with("inproc ok\n"), "{out}");
+}
+
+#[test]
+fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
+    let topic = topic("to_rust");
+    let ctx = Context::builder().local_only().create().unwrap();
+    let sub = ctx.create_node("rust_sub").unwrap().create_subscription::<Image>(&topic, QoS::keep_last(10)).unwrap();
+    let (mut child, _out) = spawn(&exe, &["pub", &topic, "5"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = Vec::new();
+    while got.len() < 5 && Instant::now() < deadline {
+        let Some(sample) = sub.take(Duration::from_millis(200)).unwrap() else { continue };
+        let k = sample.header.stamp.sec as u32;
+        assert_eq!((sample.width, sample.height, sample.encoding.as_str()), (640, 480, "bgra8"));
+        let bytes = sample.data.as_slice().expect("host memory");
+        assert_eq!(bytes.len(), 640 * 480 * 4);
+        assert!(bytes.iter().enumerate().all(|(i, b)| *b == pixel(k, i)), "frame {k} has a wrong byte");
+        assert_eq!(sample.info().transport, Transport::Shm);
+        got.push(k);
+    }
+    assert!(child.wait().unwrap().success(), "the C++ publisher failed");
+    common::remove(&exe);
+    assert_eq!(got, vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn a_rust_publisher_reaches_a_cpp_subscription_in_another_process() {
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
+    let topic = topic("from_rust");
+    let (mut child, mut out) = spawn(&exe, &["sub", &topic, "5"]);
+    assert_eq!(line(&mut out), "READY\n");
+    let ctx = Context::builder().local_only().create().unwrap();
+    let publisher = ctx.create_node("rust_pub").unwrap().create_publisher::<Image>(&topic, QoS::keep_last(10)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.subscription_count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for k in 0..5u32 {
+        let loan = publisher.loan(320 * 240 * 4).unwrap();
+        let mut image = loan.write_from_fn(|i| pixel(k, i));
+        image.header.frame_id = "camera".into();
+        image.header.stamp.sec = k as i32;
+        (image.width, image.height, image.step) = (320, 240, 320 * 4);
+        image.encoding = "bgra8".into();
+        publisher.publish(image).unwrap();
+    }
+    let lines: Vec<String> = (0..5).map(|_| line(&mut out)).collect();
+    assert!(child.wait().unwrap().success(), "the C++ subscriber failed: {lines:?}");
+    common::remove(&exe);
+    let expected: Vec<String> = (0..5).map(|k| format!("GOT {k} shm shm\n")).collect();
+    assert_eq!(lines, expected);
+}
