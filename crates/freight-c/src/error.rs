@@ -40,11 +40,13 @@ pub enum Status {
     Take = 11,
     /// The CDR of a message's fields does not decode as its type.
     Decode = 12,
+    /// A callback reported a failure (a C++ exception); the spin stopped.
+    Callback = 13,
 }
 
 impl Status {
     /// Every status, in the order of their values (the header is checked against it).
-    pub const ALL: [Status; 13] = [
+    pub const ALL: [Status; 14] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::Name,
@@ -58,6 +60,7 @@ impl Status {
         Status::Publish,
         Status::Take,
         Status::Decode,
+        Status::Callback,
     ];
 
     /// The constant's name in `freight.h`.
@@ -76,6 +79,7 @@ impl Status {
             Status::Publish => c"FREIGHT_ERROR_PUBLISH",
             Status::Take => c"FREIGHT_ERROR_TAKE",
             Status::Decode => c"FREIGHT_ERROR_DECODE",
+            Status::Callback => c"FREIGHT_ERROR_CALLBACK",
         }
     }
 }

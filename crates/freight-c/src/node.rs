@@ -4,11 +4,13 @@ use std::ffi::{c_char, CString};
 
 use crate::context::FreightContext;
 use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
+use crate::executor::Callbacks;
 
 /// A node (`freight_node` in C): a [`freight::Node`] the caller owns, and its
 /// names as C strings.
 pub struct FreightNode {
     node: freight::Node,
+    callbacks: Callbacks,
     name: CString,
     namespace: CString,
 }
@@ -16,6 +18,11 @@ pub struct FreightNode {
 impl FreightNode {
     pub(crate) fn node(&self) -> &freight::Node {
         &self.node
+    }
+
+    /// Its callback subscriptions, which executors it was added to run.
+    pub(crate) fn callbacks(&self) -> &Callbacks {
+        &self.callbacks
     }
 }
 
@@ -46,7 +53,7 @@ pub unsafe extern "C" fn freight_node_create(
         let c = |s: &str| CString::new(s).map_err(|e| Failure::new(Status::Internal, e.to_string()));
         let (name, namespace) = (c(node.name())?, c(node.namespace())?);
         // SAFETY: as the caller promised.
-        unsafe { hand_out(out, FreightNode { node, name, namespace }) }
+        unsafe { hand_out(out, FreightNode { node, callbacks: Callbacks::default(), name, namespace }) }
     })
 }
 

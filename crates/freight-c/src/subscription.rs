@@ -19,7 +19,7 @@ use crate::types::{maker, AnySample, AnySubscription};
 pub struct FreightSubscription(Box<dyn AnySubscription>);
 
 /// A received message (`freight_sample` in C).
-pub struct FreightSample(AnySample);
+pub struct FreightSample(pub(crate) AnySample);
 
 /// How a message came (`freight_message_info` in C).
 #[repr(C)]

@@ -12,7 +12,7 @@
 use std::any::Any;
 use std::time::Duration;
 
-use freight::{Loan, LoanUninit, Message, Node, Publisher, QoS, Subscription};
+use freight::{Loan, LoanUninit, Message, Node, Publisher, QoS, Sample, Subscription, WaitSet};
 use freight_msg::{
     BackendKind, BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo, EncodeError, RawBuffer,
 };
@@ -48,6 +48,10 @@ unsafe impl Send for AnyLoan {}
 pub(crate) trait AnySubscription: Send + Sync {
     /// The next message, waiting up to `timeout`.
     fn take(&self, timeout: Duration) -> Result<Option<AnySample>, Failure>;
+    /// The next message if one is queued.
+    fn try_take(&self) -> Result<Option<AnySample>, Failure>;
+    /// Adds the subscription to `waitset`; returns its index there.
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize;
     fn publisher_count(&self) -> usize;
 }
 
@@ -143,19 +147,31 @@ impl<M: Message> AnyPublisher for Publisher<M> {
 
 impl<M: Message> AnySubscription for Subscription<M> {
     fn take(&self, timeout: Duration) -> Result<Option<AnySample>, Failure> {
-        let Some(sample) = Subscription::take(self, timeout)? else { return Ok(None) };
-        let mut w = CdrWriter::new();
-        let mut enc = Ordinals { buffers: Vec::new() };
-        sample.write(&mut w, &mut enc).map_err(|e| Failure::new(Status::Internal, e.to_string()))?;
-        let info = *sample.info();
-        let buffers = enc.buffers;
-        let sample: Box<dyn Any + Send> = Box::new(sample);
-        Ok(Some(AnySample { _sample: sample, fields: w.finish(), buffers, info }))
+        Subscription::take(self, timeout)?.map(split).transpose()
+    }
+
+    fn try_take(&self) -> Result<Option<AnySample>, Failure> {
+        Subscription::try_take(self)?.map(split).transpose()
+    }
+
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize {
+        waitset.add(self)
     }
 
     fn publisher_count(&self) -> usize {
         Subscription::publisher_count(self)
     }
+}
+
+/// A received message as it crosses: small fields with buffer ordinals, and
+/// the buffers' memory, which the sample keeps.
+fn split<M: Message>(sample: Sample<M>) -> Result<AnySample, Failure> {
+    let mut w = CdrWriter::new();
+    let mut enc = Ordinals { buffers: Vec::new() };
+    sample.write(&mut w, &mut enc).map_err(|e| Failure::new(Status::Internal, e.to_string()))?;
+    let info = *sample.info();
+    let sample: Box<dyn Any + Send> = Box::new(sample);
+    Ok(AnySample { _sample: sample, fields: w.finish(), buffers: enc.buffers, info })
 }
 
 /// Decodes `M` from small-field CDR with buffer ordinals, each buffer from

@@ -52,6 +52,16 @@ fn a_cpp_program_publishes_by_copy_and_by_loan_and_takes_in_one_process() {
 }
 
 #[test]
+fn cpp_callbacks_run_in_the_executor_and_their_exceptions_come_out_of_the_spin() {
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
+    let ran = Command::new(&exe).arg("callbacks").output().unwrap();
+    common::remove(&exe);
+    let out = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert!(ran.status.success(), "pubsub callbacks failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
+    assert_eq!(out, "called 3\ncallback threw boom\nspin returned\n");
+}
+
+#[test]
 fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
     let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
     let topic = topic("to_rust");

@@ -64,7 +64,9 @@ typedef enum freight_status {
   /* A message could not be taken. */
   FREIGHT_ERROR_TAKE = 11,
   /* The CDR of a message's fields does not decode as its type. */
-  FREIGHT_ERROR_DECODE = 12
+  FREIGHT_ERROR_DECODE = 12,
+  /* A callback reported a failure (a C++ exception); the spin stopped. */
+  FREIGHT_ERROR_CALLBACK = 13
 } freight_status;
 
 /* The calling thread's last error message: valid until that thread's next
@@ -226,6 +228,47 @@ freight_status freight_sample_info(const freight_sample *sample, freight_message
 
 /* The memory goes back to the publisher once no other reader holds it. */
 void freight_sample_destroy(freight_sample *sample);
+
+/* ---- Callbacks and executor (rclcpp's SingleThreadedExecutor) ------------ */
+
+typedef struct freight_callback_subscription freight_callback_subscription;
+typedef struct freight_executor freight_executor;
+
+/* A subscription's callback: it owns `sample` (destroy it when done) and
+ * returns whether all went well; false stops the spin, which returns
+ * FREIGHT_ERROR_CALLBACK. */
+typedef bool (*freight_sample_callback)(freight_sample *sample, void *user_data);
+
+/* A subscription of `type_name` on `topic` whose messages go to
+ * callback(sample, user_data) when an executor that `node` was added to
+ * spins; `user_data` must stay usable from the spinning thread until the
+ * handle is destroyed. Destroying the handle ends it. */
+freight_status freight_node_create_subscription_callback(const freight_node *node, const char *type_name,
+                                                         const char *topic, const freight_qos *qos,
+                                                         freight_sample_callback callback, void *user_data,
+                                                         freight_callback_subscription **out);
+
+void freight_callback_subscription_destroy(freight_callback_subscription *subscription);
+
+freight_status freight_executor_create(freight_executor **out);
+
+/* Its callback subscriptions, those made later too, run when the executor
+ * spins. Not while it spins; the executor does not keep the node alive. */
+freight_status freight_executor_add_node(freight_executor *executor, const freight_node *node);
+
+/* Waits up to timeout_ns for messages and runs their callbacks; *ran (if not
+ * NULL) receives how many ran. */
+freight_status freight_executor_spin_once(const freight_executor *executor, uint64_t timeout_ns, size_t *ran);
+
+/* Runs callbacks until freight_executor_stop (from a callback or another
+ * thread; it returns within 100 ms) or a callback fails. */
+freight_status freight_executor_spin(const freight_executor *executor);
+
+/* Makes a running freight_executor_spin return; safe from any thread. */
+void freight_executor_stop(const freight_executor *executor);
+
+/* Not while it spins. Its nodes and subscriptions stay. */
+void freight_executor_destroy(freight_executor *executor);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -254,26 +256,8 @@ public:
   std::uint64_t sequence() const noexcept { return info_.sequence; }
   std::uint64_t publish_time_ns() const noexcept { return info_.publish_time_ns; }
 
-private:
-  template <typename>
-  friend class Subscription;
-  Sample(T msg, freight_message_info info) : msg_(std::move(msg)), info_(info) {}
-  T msg_;
-  freight_message_info info_;
-};
-
-// Receives messages of type T from one topic. Moves, does not copy.
-template <typename T>
-class Subscription {
-public:
-  // The next message, waiting up to `timeout` (zero: only look).
-  std::optional<Sample<T>> take(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(0)) const {
-    freight_sample *raw = nullptr;
-    const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
-    detail::check(freight_subscription_take(handle_.get(), ns, &raw));
-    if (raw == nullptr) {
-      return std::nullopt;
-    }
+  // The sample `raw` (which it takes over) as a typed message.
+  static Sample from(freight_sample *raw) {
     std::shared_ptr<freight_sample> sample(raw, freight_sample_destroy);
     const std::uint8_t *fields = nullptr;
     std::size_t len = 0;
@@ -291,7 +275,28 @@ public:
     }
     freight_message_info info{};
     detail::check(freight_sample_info(raw, &info));
-    return Sample<T>(detail::join<T>(fields, len, std::move(buffers)), info);
+    return Sample(detail::join<T>(fields, len, std::move(buffers)), info);
+  }
+
+private:
+  Sample(T msg, freight_message_info info) : msg_(std::move(msg)), info_(info) {}
+  T msg_;
+  freight_message_info info_;
+};
+
+// Receives messages of type T from one topic. Moves, does not copy.
+template <typename T>
+class Subscription {
+public:
+  // The next message, waiting up to `timeout` (zero: only look).
+  std::optional<Sample<T>> take(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(0)) const {
+    freight_sample *raw = nullptr;
+    const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+    detail::check(freight_subscription_take(handle_.get(), ns, &raw));
+    if (raw == nullptr) {
+      return std::nullopt;
+    }
+    return Sample<T>::from(raw);
   }
 
   std::size_t get_publisher_count() const { return freight_subscription_publisher_count(handle_.get()); }
@@ -302,10 +307,63 @@ private:
   detail::Handle<freight_subscription, freight_subscription_destroy> handle_;
 };
 
+namespace detail {
+
+// The exception a callback threw on this thread, rethrown by the Executor
+// call that ran it (an exception must not cross the C ABI).
+inline std::exception_ptr &callback_exception() {
+  thread_local std::exception_ptr pending;
+  return pending;
+}
+
+}  // namespace detail
+
+// A subscription whose messages go to a callback when an Executor that its
+// node was added to spins. Destroying it ends the callbacks. Moves, does not
+// copy.
+template <typename T>
+class CallbackSubscription {
+public:
+  using Callback = std::function<void(const Sample<T> &)>;
+
+private:
+  friend class Node;
+  static bool trampoline(freight_sample *raw, void *user_data) noexcept {
+    try {
+      const Sample<T> sample = Sample<T>::from(raw);
+      (*static_cast<Callback *>(user_data))(sample);
+      return true;
+    } catch (...) {
+      detail::callback_exception() = std::current_exception();
+      return false;
+    }
+  }
+  explicit CallbackSubscription(Callback callback) : callback_(std::make_unique<Callback>(std::move(callback))) {}
+  // Declared first, destroyed last: the handle goes (and the callback with
+  // it) before the function it calls.
+  std::unique_ptr<Callback> callback_;
+  detail::Handle<freight_callback_subscription, freight_callback_subscription_destroy> handle_;
+};
+
 // A named participant of the ROS graph; made by Context::create_node. Moves,
 // does not copy; it stays valid after its Context is destroyed.
 class Node {
 public:
+  // A subscription of T on `topic` whose messages go to `callback` (any
+  // callable taking const freight::Sample<T>&) when an Executor this node
+  // was added to spins. Keep the returned object: destroying it ends the
+  // subscription.
+  template <typename T, typename F>
+  CallbackSubscription<T> create_subscription(const std::string &topic, const QoS &qos, F &&callback) const {
+    CallbackSubscription<T> sub{typename CallbackSubscription<T>::Callback(std::forward<F>(callback))};
+    freight_callback_subscription *raw = nullptr;
+    detail::check(freight_node_create_subscription_callback(handle_.get(), T::TYPE_NAME, topic.c_str(),
+                                                            &qos.c_qos(), &CallbackSubscription<T>::trampoline,
+                                                            sub.callback_.get(), &raw));
+    sub.handle_.reset(raw);
+    return sub;
+  }
+
   // A publisher of T (a type of freight/msgs/<package>.hpp) on `topic`.
   template <typename T>
   Publisher<T> create_publisher(const std::string &topic, const QoS &qos) const {
@@ -374,6 +432,47 @@ public:
 
 private:
   detail::Handle<freight_context, freight_context_destroy> handle_;
+};
+
+// Runs the callbacks of its nodes' callback subscriptions on the thread that
+// spins, as rclcpp's SingleThreadedExecutor. An exception a callback throws
+// stops the spin and comes out of spin() or spin_once().
+class Executor {
+public:
+  Executor() {
+    freight_executor *raw = nullptr;
+    detail::check(freight_executor_create(&raw));
+    handle_.reset(raw);
+  }
+
+  // The node's callback subscriptions, those made later too, run here. The
+  // node must outlive its use by this executor.
+  void add_node(const Node &node) { detail::check(freight_executor_add_node(handle_.get(), node.c_handle())); }
+
+  // Waits up to `timeout` for messages and runs their callbacks; returns how
+  // many ran.
+  std::size_t spin_once(std::chrono::nanoseconds timeout = std::chrono::nanoseconds(0)) {
+    std::size_t ran = 0;
+    const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+    rethrow(freight_executor_spin_once(handle_.get(), ns, &ran));
+    return ran;
+  }
+
+  // Runs callbacks until cancel() (from a callback or another thread).
+  void spin() { rethrow(freight_executor_spin(handle_.get())); }
+
+  // Makes a running spin() return (within 100 ms); safe from any thread.
+  void cancel() noexcept { freight_executor_stop(handle_.get()); }
+
+private:
+  static void rethrow(freight_status status) {
+    if (status == FREIGHT_ERROR_CALLBACK && detail::callback_exception()) {
+      std::exception_ptr e = std::exchange(detail::callback_exception(), nullptr);
+      std::rethrow_exception(e);
+    }
+    detail::check(status);
+  }
+  detail::Handle<freight_executor, freight_executor_destroy> handle_;
 };
 
 }  // namespace freight

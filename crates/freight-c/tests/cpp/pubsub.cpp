@@ -1,5 +1,6 @@
 // Publishers and subscriptions from C++ (tests/pubsub.rs runs it):
 //   pubsub inproc          both ends in this process, every path and error
+//   pubsub callbacks       callback subscriptions run by an executor
 //   pubsub pub TOPIC N     N images by loan, once a subscription matched
 //   pubsub sub TOPIC N     takes N images and checks every byte
 // All on local-only contexts: shared memory, nothing on the network.
@@ -9,6 +10,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <vector>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -118,6 +121,50 @@ static int inproc() {
   return 0;
 }
 
+static int callbacks() {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_callbacks");
+  auto pub = node.create_publisher<UInt8MultiArray>("/cpp/calls", freight::QoS(10));
+  std::vector<std::uint8_t> firsts;
+  auto sub = node.create_subscription<UInt8MultiArray>(
+      "/cpp/calls", freight::QoS(10), [&](const freight::Sample<UInt8MultiArray> &s) { firsts.push_back(s->data[0]); });
+  freight::Executor executor;
+  executor.add_node(node);
+  for (std::uint8_t k = 1; k <= 3; ++k) {
+    UInt8MultiArray msg;
+    msg.data = std::vector<std::uint8_t>(64, k);
+    pub.publish_copy(msg);
+  }
+  for (int i = 0; i < 100 && firsts.size() < 3; ++i) {
+    executor.spin_once(100ms);
+  }
+  EXPECT((firsts == std::vector<std::uint8_t>{1, 2, 3}));
+  std::cout << "called 3\n";
+
+  // An exception in a callback comes out of the spin, as with rclcpp.
+  auto thrower = node.create_subscription<UInt8MultiArray>(
+      "/cpp/calls", freight::QoS(10), [](const freight::Sample<UInt8MultiArray> &) { throw std::logic_error("boom"); });
+  UInt8MultiArray msg;
+  msg.data = std::vector<std::uint8_t>(8, 4);
+  pub.publish_copy(msg);
+  try {
+    for (int i = 0; i < 100; ++i) {
+      executor.spin_once(100ms);
+    }
+    EXPECT(false);
+  } catch (const std::logic_error &e) {
+    std::cout << "callback threw " << e.what() << "\n";
+  }
+  // Destroyed: its callbacks end. cancel() from a callback ends spin().
+  { auto gone = std::move(thrower); }
+  auto stopper = node.create_subscription<UInt8MultiArray>(
+      "/cpp/calls", freight::QoS(10), [&](const freight::Sample<UInt8MultiArray> &) { executor.cancel(); });
+  pub.publish_copy(msg);
+  executor.spin();
+  std::cout << "spin returned\n";
+  return 0;
+}
+
 static int publish(const std::string &topic, std::uint32_t n) {
   freight::Context ctx = local_context();
   auto pub = ctx.create_node("cpp_pub").create_publisher<Image>(topic, freight::QoS(10));
@@ -173,10 +220,13 @@ int main(int argc, char **argv) {
   if (mode == "inproc") {
     return inproc();
   }
+  if (mode == "callbacks") {
+    return callbacks();
+  }
   if ((mode == "pub" || mode == "sub") && argc == 4) {
     const auto n = static_cast<std::uint32_t>(std::stoul(argv[3]));
     return mode == "pub" ? publish(argv[2], n) : subscribe(argv[2], n);
   }
-  std::cerr << "usage: pubsub inproc | pub TOPIC N | sub TOPIC N\n";
+  std::cerr << "usage: pubsub inproc | callbacks | pub TOPIC N | sub TOPIC N\n";
   return 2;
 }
