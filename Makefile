@@ -7,7 +7,7 @@ FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps build wheel install-c msgs demo test lint bench bench-python bench-ros2 lab soak fuzz clean
+.PHONY: all deps build wheel install msgs demo test lint bench bench-python bench-ros2 lab soak fuzz clean
 
 all: build
 
@@ -24,11 +24,11 @@ wheel: deps
 	rm -f target/wheels/freight-*.whl
 	.venv/bin/maturin build --release --locked --out target/wheels
 
-# The C and C++ API (libfreight_c, include/freight/, the CMake package
-# `freight`) into PREFIX: `make install-c PREFIX=$$HOME/.local`.
+# The tool and the C and C++ API (libfreight_c, include/freight/, the CMake
+# package `freight`, freight.pc) into PREFIX: `make install PREFIX=$$HOME/.local`.
 PREFIX ?= /usr/local
-install-c: build
-	scripts/install-c.sh $(PREFIX)
+install: build
+	scripts/install.sh $(PREFIX)
 
 # The Python modules and stubs of the built-in messages (python/freight/msgs/)
 # and their C++ headers (crates/freight-c/include/freight/msgs/), regenerated from interfaces/ after a `.msg` file changed; the Rust types and

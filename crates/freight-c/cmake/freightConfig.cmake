@@ -4,7 +4,7 @@
 #   target_link_libraries(my_node PRIVATE freight::freight)
 #
 # freight::freight is libfreight_c.so with include/freight/ (freight.h,
-# freight.hpp) and C++17. Installed by `make install-c PREFIX=...` to
+# freight.hpp) and C++17. Installed by `make install PREFIX=...` to
 # PREFIX/lib/cmake/freight/.
 get_filename_component(_freight_prefix "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
 if(NOT TARGET freight::freight)

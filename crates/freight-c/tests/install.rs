@@ -1,6 +1,7 @@
-//! `make install-c` (scripts/install-c.sh) installs a package that a user's
-//! CMake project finds with `find_package(freight 0.1 CONFIG REQUIRED)` and
-//! links as `freight::freight`; the program runs from the build tree.
+//! `make install` (scripts/install.sh) installs a package that a user's
+//! CMake project finds with `find_package(freight 0.1 REQUIRED)` and links as
+//! `freight::freight`, and that `pkg-config freight` describes; the programs
+//! run.
 
 mod common;
 
@@ -19,8 +20,9 @@ fn a_cmake_project_finds_the_installed_package_and_links_it() {
     let built = common::library_dir();
     let work = std::env::temp_dir().join(format!("freight-c-install-{}", std::process::id()));
     let (prefix, build) = (work.join("prefix"), work.join("build"));
-    let script = crate_dir.join("../../scripts/install-c.sh");
-    ok("install-c.sh", Command::new("sh").arg(&script).arg(&prefix).arg(&built).output().unwrap());
+    let script = crate_dir.join("../../scripts/install.sh");
+    ok("install.sh", Command::new("sh").arg(&script).arg(&prefix).arg(&built).output().unwrap());
+    assert!(prefix.join("bin/freight").is_file(), "the tool was not installed");
     let configured = Command::new("cmake")
         .arg("-S")
         .arg(crate_dir.join("tests/cmake"))
@@ -40,5 +42,29 @@ fn a_cmake_project_finds_the_installed_package_and_links_it() {
     // The program records the library by name, not by the build's path.
     let needed = ok("readelf", Command::new("readelf").arg("-d").arg(build.join("consumer")).output().unwrap());
     assert!(needed.contains("Shared library: [libfreight_c.so]"), "{needed}");
+
+    // pkg-config: the flags compile and link the same program.
+    let pc_path = prefix.join("lib/pkgconfig");
+    let flags = ok(
+        "pkg-config",
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "freight"])
+            .env("PKG_CONFIG_PATH", &pc_path)
+            .output()
+            .unwrap(),
+    );
+    let exe = work.join("consumer-pc");
+    let compiled = Command::new("c++")
+        .arg("-std=c++17")
+        .arg(crate_dir.join("tests/cmake/main.cpp"))
+        .args(flags.split_whitespace())
+        .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    ok("c++ with pkg-config's flags", compiled);
+    let ran = ok("the pkg-config consumer", Command::new(&exe).output().unwrap());
+    assert!(ran.contains("node /cmake/consumer\n"), "{ran}");
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -20,11 +20,21 @@ fn topic(name: &str) -> String {
     format!("/cpp_{name}_{}", std::process::id())
 }
 
-/// The C++ program in `mode`, its stdout read line by line.
-fn spawn(exe: &std::path::Path, args: &[&str]) -> (Child, BufReader<ChildStdout>) {
+/// A child process that is killed if the test ends first (a failed assert).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The C++ program with `args`, its stdout read line by line.
+fn spawn(exe: &std::path::Path, args: &[&str]) -> (Running, BufReader<ChildStdout>) {
     let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().expect("starting pubsub");
     let out = BufReader::new(child.stdout.take().expect("piped"));
-    (child, out)
+    (Running(child), out)
 }
 
 fn line(out: &mut BufReader<ChildStdout>) -> String {
@@ -61,6 +71,23 @@ fn cpp_callbacks_run_in_the_executor_and_their_exceptions_come_out_of_the_spin()
     assert_eq!(out, "called 3\ncallback threw boom\nspin returned\n");
 }
 
+/// The C++ side built with AddressSanitizer (leaks included) and
+/// UndefinedBehaviorSanitizer, every finding fatal: the paths of one
+/// process, callbacks and exceptions included.
+#[test]
+fn the_cpp_api_is_clean_under_address_and_undefined_behaviour_sanitizers() {
+    let flags =
+        ["-std=c++17", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"];
+    let exe = common::compile("c++", &flags, "cpp/pubsub.cpp");
+    for mode in ["inproc", "callbacks"] {
+        let ran = Command::new(&exe).arg(mode).env("ASAN_OPTIONS", "detect_leaks=1").output().unwrap();
+        let err = String::from_utf8_lossy(&ran.stderr);
+        assert!(ran.status.success(), "pubsub {mode} under the sanitizers failed:\n{err}");
+        assert!(!err.contains("runtime error") && !err.contains("Sanitizer"), "pubsub {mode}:\n{err}");
+    }
+    common::remove(&exe);
+}
+
 #[test]
 fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
     let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
@@ -80,7 +107,7 @@ fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
         assert_eq!(sample.info().transport, Transport::Shm);
         got.push(k);
     }
-    assert!(child.wait().unwrap().success(), "the C++ publisher failed");
+    assert!(child.0.wait().unwrap().success(), "the C++ publisher failed");
     common::remove(&exe);
     assert_eq!(got, vec![0, 1, 2, 3, 4]);
 }
@@ -107,8 +134,54 @@ fn a_rust_publisher_reaches_a_cpp_subscription_in_another_process() {
         publisher.publish(image).unwrap();
     }
     let lines: Vec<String> = (0..5).map(|_| line(&mut out)).collect();
-    assert!(child.wait().unwrap().success(), "the C++ subscriber failed: {lines:?}");
+    assert!(child.0.wait().unwrap().success(), "the C++ subscriber failed: {lines:?}");
     common::remove(&exe);
     let expected: Vec<String> = (0..5).map(|k| format!("GOT {k} shm shm\n")).collect();
     assert_eq!(lines, expected);
+}
+
+/// A C++ subscriber that holds what it took is killed (SIGKILL): the Rust
+/// publisher goes on, a Rust subscription on the topic misses nothing, and
+/// the dead process's subscription leaves the graph.
+#[test]
+fn a_killed_cpp_subscriber_holding_samples_stops_nobody() {
+    let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
+    let topic = topic("killed");
+    let (mut child, mut out) = spawn(&exe, &["hold", &topic]);
+    assert_eq!(line(&mut out), "READY\n");
+    let ctx = Context::builder().local_only().create().unwrap();
+    let node = ctx.create_node("rust_side").unwrap();
+    let publisher = node.create_publisher::<Image>(&topic, QoS::keep_last(4)).unwrap();
+    let sub = node.create_subscription::<Image>(&topic, QoS::keep_last(10)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.subscription_count() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut got = Vec::new();
+    let mut send = |k: u32| {
+        let mut image = publisher.loan(64 * 64 * 4).unwrap().write_from_fn(|i| pixel(k, i));
+        image.header.stamp.sec = k as i32;
+        publisher.publish(image).unwrap_or_else(|e| panic!("publish {k}: {e}"));
+        let s = sub.take(Duration::from_secs(5)).unwrap().unwrap_or_else(|| panic!("frame {k} did not arrive"));
+        assert!(s.data.as_slice().unwrap().iter().enumerate().all(|(i, b)| *b == pixel(k, i)));
+        got.push(s.header.stamp.sec as u32);
+    };
+    for k in 0..3 {
+        send(k);
+    }
+    for k in 0..3 {
+        assert_eq!(line(&mut out), format!("HELD {k}\n"));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    for k in 3..40 {
+        send(k);
+    }
+    assert_eq!(got, (0..40).collect::<Vec<_>>());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.subscription_count() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(publisher.subscription_count(), 1, "the killed process's subscription is still listed");
+    common::remove(&exe);
 }

@@ -3,6 +3,7 @@
 //   pubsub callbacks       callback subscriptions run by an executor
 //   pubsub pub TOPIC N     N images by loan, once a subscription matched
 //   pubsub sub TOPIC N     takes N images and checks every byte
+//   pubsub hold TOPIC      takes images and keeps them all, until killed
 // All on local-only contexts: shared memory, nothing on the network.
 #include <freight/freight.hpp>
 #include <freight/msgs/sensor_msgs.hpp>
@@ -215,6 +216,20 @@ static int subscribe(const std::string &topic, std::uint32_t n) {
   return 0;
 }
 
+// Takes images and keeps every sample, until killed.
+static int hold(const std::string &topic) {
+  freight::Context ctx = local_context();
+  auto sub = ctx.create_node("cpp_hold").create_subscription<Image>(topic, freight::QoS(10));
+  std::vector<freight::Sample<Image>> held;
+  std::cout << "READY" << std::endl;
+  for (;;) {
+    if (auto sample = sub.take(1s)) {
+      std::cout << "HELD " << (*sample)->header.stamp.sec << std::endl;
+      held.push_back(std::move(*sample));
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "inproc") {
@@ -223,10 +238,13 @@ int main(int argc, char **argv) {
   if (mode == "callbacks") {
     return callbacks();
   }
+  if (mode == "hold" && argc == 3) {
+    return hold(argv[2]);
+  }
   if ((mode == "pub" || mode == "sub") && argc == 4) {
     const auto n = static_cast<std::uint32_t>(std::stoul(argv[3]));
     return mode == "pub" ? publish(argv[2], n) : subscribe(argv[2], n);
   }
-  std::cerr << "usage: pubsub inproc | callbacks | pub TOPIC N | sub TOPIC N\n";
+  std::cerr << "usage: pubsub inproc | callbacks | pub TOPIC N | sub TOPIC N | hold TOPIC\n";
   return 2;
 }

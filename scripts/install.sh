@@ -9,11 +9,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-/usr/local}
 built=${2:-$root/target/release}
 crate=$root/crates/freight-c
-for f in libfreight_c.so libfreight_c.a; do
-    [ -f "$built/$f" ] || { echo "install-c: no $built/$f: run \`cargo build --release -p freight-c\` first" >&2; exit 1; }
+for f in freight libfreight_c.so libfreight_c.a; do
+    [ -f "$built/$f" ] || { echo "install: no $built/$f: run \`make build\` first" >&2; exit 1; }
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
-mkdir -p "$prefix/lib/cmake/freight" "$prefix/include/freight/msgs"
+mkdir -p "$prefix/bin" "$prefix/lib/cmake/freight" "$prefix/lib/pkgconfig" "$prefix/include/freight/msgs"
+install -m 0755 "$built/freight" "$prefix/bin/"
 install -m 0755 "$built/libfreight_c.so" "$prefix/lib/"
 install -m 0644 "$built/libfreight_c.a" "$prefix/lib/"
 install -m 0644 "$crate/include/freight/"*.h "$crate/include/freight/"*.hpp "$prefix/include/freight/"
@@ -38,4 +39,15 @@ else()
   set(PACKAGE_VERSION_COMPATIBLE TRUE)
 endif()
 VERSION
-echo "freight $version: C and C++ API installed in $prefix (find_package(freight CONFIG) with CMAKE_PREFIX_PATH=$prefix)"
+cat > "$prefix/lib/pkgconfig/freight.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: freight
+Description: freight's C ABI and C++17 API: large ROS 2 messages at the cost physics allows
+Version: $version
+Libs: -L\${libdir} -lfreight_c
+Cflags: -I\${includedir}
+PC
+echo "freight $version installed in $prefix: find_package(freight) with CMAKE_PREFIX_PATH=$prefix, or pkg-config freight with PKG_CONFIG_PATH=$prefix/lib/pkgconfig"
