@@ -1,6 +1,6 @@
 //! `freight_context`: one process's freight, on one ROS domain.
 
-use crate::error::{guard, hand_out, handle, Failure, Status};
+use crate::error::{destroy, guard, hand_out, handle, Failure, Status};
 
 /// A context (`freight_context` in C): a [`freight::Context`] the caller owns.
 pub struct FreightContext(pub(crate) freight::Context);
@@ -81,13 +81,8 @@ pub unsafe extern "C" fn freight_context_domain_id(ctx: *const FreightContext) -
 /// `ctx` is null or a live context, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_context_destroy(ctx: *mut FreightContext) {
-    if !ctx.is_null() {
-        // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-        guard(|| {
-            drop(unsafe { Box::from_raw(ctx) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(ctx) }
 }
 
 #[cfg(test)]

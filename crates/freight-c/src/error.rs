@@ -208,6 +208,37 @@ pub(crate) unsafe fn hand_out<T>(out: *mut *mut T, value: T) -> Result<(), Failu
     Ok(())
 }
 
+/// Frees a handle that [`hand_out`] made (null is ignored); a panic in its
+/// drop is caught like any other.
+///
+/// # Safety
+/// `ptr` is null or a live handle of this type, not used again.
+pub(crate) unsafe fn destroy<T>(ptr: *mut T) {
+    if !ptr.is_null() {
+        guard(|| {
+            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
+            drop(unsafe { Box::from_raw(ptr) });
+            Ok(())
+        });
+    }
+}
+
+/// Writes a memory range (`ptr`, `len`) to the out pointers `data` and `out_len`.
+///
+/// # Safety
+/// `data` and `out_len` are null or writable.
+pub(crate) unsafe fn write_range<P>(data: *mut P, out_len: *mut usize, (ptr, len): (P, usize)) -> Result<(), Failure> {
+    if data.is_null() || out_len.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
+    }
+    // SAFETY: non-null and writable by the caller's contract.
+    unsafe {
+        data.write(ptr);
+        out_len.write(len);
+    }
+    Ok(())
+}
+
 /// The message of the calling thread's last failed call: valid until that
 /// thread's next failed call, and empty before the first. Never null.
 #[no_mangle]

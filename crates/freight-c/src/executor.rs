@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use freight::{WaitOutcome, WaitSet};
 
-use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
-use crate::node::FreightNode;
+use crate::error::{destroy, guard, hand_out, handle, Failure, Status};
+use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
 use crate::subscription::FreightSample;
-use crate::types::{maker, AnySubscription};
+use crate::types::AnySubscription;
 
 /// A callback of a subscription (`freight_sample_callback` in C). It owns
 /// `sample` (destroy it when done) and returns whether all went well: false
@@ -77,13 +77,10 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
     out: *mut *mut FreightCallbackSubscription,
 ) -> Status {
     guard(|| {
-        // SAFETY (all): as the caller promised.
-        let node = unsafe { handle(node, "the node") }?;
-        let type_name = unsafe { str_arg(type_name, "the type name") }?;
-        let topic = unsafe { str_arg(topic, "the topic") }?;
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
-        let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
-        let subscription = (maker(type_name)?.subscription)(node.node(), topic, qos.into())?;
+        // SAFETY (both): as the caller promised.
+        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+        let subscription = (maker.subscription)(node.node(), topic, qos)?;
         let entry = Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
         let mut list = lock(node.callbacks());
         list.retain(|w| w.strong_count() > 0);
@@ -101,13 +98,8 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
 /// `subscription` is null or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_callback_subscription_destroy(subscription: *mut FreightCallbackSubscription) {
-    if !subscription.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(subscription) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(subscription) }
 }
 
 /// Creates an executor.
@@ -232,11 +224,6 @@ pub unsafe extern "C" fn freight_executor_stop(executor: *const FreightExecutor)
 /// `executor` is null or live and not spinning, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_executor_destroy(executor: *mut FreightExecutor) {
-    if !executor.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(executor) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(executor) }
 }

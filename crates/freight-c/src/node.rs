@@ -3,8 +3,10 @@
 use std::ffi::{c_char, CString};
 
 use crate::context::FreightContext;
-use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
+use crate::error::{destroy, guard, hand_out, handle, str_arg, Failure, Status};
 use crate::executor::Callbacks;
+use crate::qos::FreightQos;
+use crate::types::{maker, EndpointMaker};
 
 /// A node (`freight_node` in C): a [`freight::Node`] the caller owns, and its
 /// names as C strings.
@@ -24,6 +26,27 @@ impl FreightNode {
     pub(crate) fn callbacks(&self) -> &Callbacks {
         &self.callbacks
     }
+}
+
+/// What every publisher and subscription is made of, from C: the node, the
+/// maker of the type `type_name`, the topic, and the QoS (null: keep last
+/// 10, reliable).
+///
+/// # Safety
+/// `node` is null or live; `type_name` and `topic` are null or
+/// NUL-terminated; `qos` is null or points to a `freight_qos`.
+pub(crate) unsafe fn endpoint_args<'a>(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+) -> Result<(&'a FreightNode, EndpointMaker, &'a str, freight::QoS), Failure> {
+    // SAFETY (all): as the caller promised.
+    let node = unsafe { handle(node, "the node") }?;
+    let type_name = unsafe { str_arg(type_name, "the type name") }?;
+    let topic = unsafe { str_arg(topic, "the topic") }?;
+    let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
+    Ok((node, maker(type_name)?, topic, qos.into()))
 }
 
 /// Creates the node `name` in `namespace_` (null or `""`: the root, `/`) on
@@ -84,13 +107,8 @@ pub unsafe extern "C" fn freight_node_namespace(node: *const FreightNode) -> *co
 /// `node` is null or a live node, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_node_destroy(node: *mut FreightNode) {
-    if !node.is_null() {
-        // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-        guard(|| {
-            drop(unsafe { Box::from_raw(node) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(node) }
 }
 
 #[cfg(test)]

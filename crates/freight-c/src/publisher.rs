@@ -5,10 +5,10 @@
 
 use std::ffi::c_char;
 
-use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
-use crate::node::FreightNode;
+use crate::error::{destroy, guard, hand_out, handle, write_range, Failure, Status};
+use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
-use crate::types::{maker, AnyLoan, AnyPublisher};
+use crate::types::{AnyLoan, AnyPublisher};
 
 /// A publisher (`freight_publisher` in C).
 pub struct FreightPublisher(Box<dyn AnyPublisher>);
@@ -58,12 +58,9 @@ pub unsafe extern "C" fn freight_publisher_create(
     out: *mut *mut FreightPublisher,
 ) -> Status {
     guard(|| {
-        // SAFETY (all): as the caller promised.
-        let node = unsafe { handle(node, "the node") }?;
-        let type_name = unsafe { str_arg(type_name, "the type name") }?;
-        let topic = unsafe { str_arg(topic, "the topic") }?;
-        let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
-        let publisher = (maker(type_name)?.publisher)(node.node(), topic, qos.into())?;
+        // SAFETY (both): as the caller promised.
+        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+        let publisher = (maker.publisher)(node.node(), topic, qos)?;
         unsafe { hand_out(out, FreightPublisher(publisher)) }
     })
 }
@@ -150,14 +147,7 @@ pub unsafe extern "C" fn freight_loan_buffer(
                 format!("the loan has {} buffer(s), not {}", loan.0.buffers.len(), index + 1),
             )
         })?;
-        if data.is_null() || len.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
-        }
-        unsafe {
-            data.write(ptr);
-            len.write(n);
-        }
-        Ok(())
+        unsafe { write_range(data, len, (ptr, n)) }
     })
 }
 
@@ -206,13 +196,8 @@ pub unsafe extern "C" fn freight_publisher_publish_loan(
 /// `loan` is null or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_loan_destroy(loan: *mut FreightLoan) {
-    if !loan.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(loan) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(loan) }
 }
 
 /// How many subscriptions match the publisher (in this process, on this
@@ -232,11 +217,6 @@ pub unsafe extern "C" fn freight_publisher_subscription_count(publisher: *const 
 /// `publisher` is null or live, not used again; no loan of it is used after.
 #[no_mangle]
 pub unsafe extern "C" fn freight_publisher_destroy(publisher: *mut FreightPublisher) {
-    if !publisher.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(publisher) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(publisher) }
 }

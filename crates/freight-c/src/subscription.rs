@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use freight_msg::BackendKind;
 
-use crate::error::{guard, hand_out, handle, str_arg, Failure, Status};
-use crate::node::FreightNode;
+use crate::error::{destroy, guard, hand_out, handle, write_range, Failure, Status};
+use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
-use crate::types::{maker, AnySample, AnySubscription};
+use crate::types::{AnySample, AnySubscription};
 
 /// A subscription (`freight_subscription` in C).
 pub struct FreightSubscription(Box<dyn AnySubscription>);
@@ -66,12 +66,9 @@ pub unsafe extern "C" fn freight_subscription_create(
     out: *mut *mut FreightSubscription,
 ) -> Status {
     guard(|| {
-        // SAFETY (all): as the caller promised.
-        let node = unsafe { handle(node, "the node") }?;
-        let type_name = unsafe { str_arg(type_name, "the type name") }?;
-        let topic = unsafe { str_arg(topic, "the topic") }?;
-        let qos = unsafe { qos.as_ref() }.copied().unwrap_or(crate::qos::freight_qos_keep_last(10));
-        let subscription = (maker(type_name)?.subscription)(node.node(), topic, qos.into())?;
+        // SAFETY (both): as the caller promised.
+        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+        let subscription = (maker.subscription)(node.node(), topic, qos)?;
         unsafe { hand_out(out, FreightSubscription(subscription)) }
     })
 }
@@ -120,13 +117,8 @@ pub unsafe extern "C" fn freight_subscription_publisher_count(subscription: *con
 /// `subscription` is null or live, not used again.
 #[no_mangle]
 pub unsafe extern "C" fn freight_subscription_destroy(subscription: *mut FreightSubscription) {
-    if !subscription.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(subscription) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(subscription) }
 }
 
 /// The sample's small fields: CDR with each buffer field as its ordinal.
@@ -143,14 +135,7 @@ pub unsafe extern "C" fn freight_sample_fields(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let sample = unsafe { handle(sample, "the sample") }?;
-        if data.is_null() || len.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
-        }
-        unsafe {
-            data.write(sample.0.fields.as_ptr());
-            len.write(sample.0.fields.len());
-        }
-        Ok(())
+        unsafe { write_range(data, len, (sample.0.fields.as_ptr(), sample.0.fields.len())) }
     })
 }
 
@@ -185,14 +170,7 @@ pub unsafe extern "C" fn freight_sample_buffer(
                 format!("the sample has {} buffer(s), not {}", sample.0.buffers.len(), index + 1),
             )
         })?;
-        if data.is_null() || len.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "an out pointer is a null pointer"));
-        }
-        unsafe {
-            data.write(ptr);
-            len.write(n);
-        }
-        Ok(())
+        unsafe { write_range(data, len, (ptr, n)) }
     })
 }
 
@@ -234,11 +212,6 @@ pub unsafe extern "C" fn freight_sample_info(sample: *const FreightSample, info:
 /// `sample` is null or live, not used again; nothing reads its buffers after.
 #[no_mangle]
 pub unsafe extern "C" fn freight_sample_destroy(sample: *mut FreightSample) {
-    if !sample.is_null() {
-        guard(|| {
-            // SAFETY: made by `Box::into_raw` in `hand_out`, destroyed once.
-            drop(unsafe { Box::from_raw(sample) });
-            Ok(())
-        });
-    }
+    // SAFETY: as the caller promised.
+    unsafe { destroy(sample) }
 }
