@@ -46,6 +46,7 @@ fn write_seeds(dir: &std::path::Path) {
         node: "/robot/camera".into(),
         backend: Some(BackendKind::Shm),
         accepts: Some(BackendSet::CPU_ONLY),
+        spill: true,
     };
     let seeds = [
         [&[0u8][..], &announcement(16)].concat(),
