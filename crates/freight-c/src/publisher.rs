@@ -67,7 +67,9 @@ pub unsafe extern "C" fn freight_publisher_create(
 
 /// Publishes a message whose small fields are the CDR `fields` (buffer
 /// fields as ordinals) and whose buffers are `buffers[0..count]`, each copied
-/// once into the frame (shared memory) and serialized for network readers.
+/// into a Rust buffer and then into the frame (shared memory), and serialized
+/// for network readers. Two copies where Rust's `publish_copy` makes one: a
+/// loan makes none.
 ///
 /// # Safety
 /// `publisher` is null or live; `fields` is readable for `fields_len` bytes;

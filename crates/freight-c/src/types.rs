@@ -22,7 +22,8 @@ use crate::error::{Failure, Status};
 /// A publisher of some built-in type.
 pub(crate) trait AnyPublisher: Send + Sync {
     /// Publishes the message whose small fields are `fields` and whose buffers
-    /// are `buffers`, copied once into the frame.
+    /// are `buffers`: copied into Rust buffers, then once more into the
+    /// frame (the Rust API's `publish_copy` copies once).
     fn publish_copy(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure>;
     /// Lends `lens` bytes for each buffer field.
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure>;

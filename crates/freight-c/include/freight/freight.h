@@ -158,7 +158,7 @@ freight_status freight_publisher_create(const freight_node *node, const char *ty
 
 /* Publishes the message whose small fields are the CDR `fields` (buffer
  * fields as ordinals) and whose buffers are buffers[0..count], each copied
- * once into the frame. */
+ * into a Rust buffer and then into the frame (two copies; a loan makes none). */
 freight_status freight_publisher_publish_copy(const freight_publisher *publisher, const uint8_t *fields,
                                               size_t fields_len, const freight_buffer *buffers, size_t count);
 

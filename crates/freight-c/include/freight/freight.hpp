@@ -7,7 +7,7 @@
 //   auto pub = node.create_publisher<UInt8MultiArray>("/frames", freight::QoS(10));
 //   UInt8MultiArray msg;
 //   msg.data = std::vector<std::uint8_t>(1 << 20, 7);
-//   pub.publish_copy(msg);                                  // one copy, into shared memory
+//   pub.publish_copy(msg);                                  // copies (two today), into shared memory
 //   auto loan = pub.loan(1 << 20);                          // or write shared memory directly
 //   std::memset(loan.data(), 7, loan.size());
 //   pub.publish(std::move(loan).assume_init());             // no copy

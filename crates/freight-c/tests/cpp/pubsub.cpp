@@ -46,7 +46,7 @@ static int inproc() {
   auto sub = node.create_subscription<UInt8MultiArray>("/cpp/bytes", freight::QoS(10));
   EXPECT(pub.get_subscription_count() == 1);
 
-  // The example: a vector assigned to the buffer field, one copy.
+  // The example: a vector assigned to the buffer field, sent by copy.
   UInt8MultiArray msg;
   msg.data = std::vector<std::uint8_t>(1 << 20, 7);
   msg.layout.data_offset = 3;
