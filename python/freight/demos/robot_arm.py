@@ -394,7 +394,9 @@ def run_renderer(args):
     while (now := time.monotonic()) < stop:
         if not meter.started and now >= window[0]:
             meter.begin()
-        if not reported and now >= window[1]:
+        # At least one frame measured: a send that outlasted the whole window
+        # (the display paused, say) widens it rather than reporting nothing.
+        if not reported and now >= window[1] and meter.frames:
             report_renderer(meter)
             reported = True
         data, csum = frame(now - start, seq)
@@ -575,8 +577,16 @@ def run_pair(device, transport, width, height, seconds, save_png=None, replay=0)
         out, err = display.communicate(timeout=seconds + 2 * PEER_TIMEOUT_S)
         result = _result_line(out.splitlines())
         if result is not None:
-            # The renderer reports when its window closes, about when the display's does.
-            renderer_result = _result_line(renderer.stdout) or {}
+            # The renderer reports when its window closes, about when the
+            # display's does, and leaves once the display has; one that does
+            # not leave is stopped rather than waited for.
+            try:
+                renderer_out, _ = renderer.communicate(timeout=PEER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                renderer.kill()
+                renderer_out, _ = renderer.communicate()
+                print(f"{transport} {width}x{height}: the renderer did not leave with the display", file=sys.stderr)
+            renderer_result = _result_line(renderer_out.splitlines()) or {}
             result["renderer_cpu_ms_per_frame"] = renderer_result.get("cpu_ms_per_frame", float("nan"))
             return result
         renderer_err = ""
