@@ -87,13 +87,35 @@ impl Sender {
         processes.sort_unstable();
         processes.dedup();
         let share = pool.max_block_len() / (processes.len() + 1);
-        let over: Vec<u32> = processes.into_iter().filter(|&pid| pool.held_for(pid) > share).collect();
+        let over: Vec<(u32, usize)> =
+            processes.into_iter().map(|pid| (pid, pool.held_for(pid))).filter(|&(_, held)| held > share).collect();
         if !over.is_empty() {
+            self.note_over_share(&over, share, pool.kind());
+            let over: Vec<u32> = over.into_iter().map(|(pid, _)| pid).collect();
             let before = device.len();
             device.retain(|pid| !over.contains(pid));
             host += before - device.len();
         }
         (device, host)
+    }
+
+    /// Says once on stderr, per reader process, that it holds more than its
+    /// share of the pool and so gets host copies: a reader that keeps its
+    /// samples (or one that fell behind) otherwise only looks slower.
+    fn note_over_share(&self, over: &[(u32, usize)], share: usize, kind: BackendKind) {
+        let mut noted = lock(&self.over_share);
+        for &(pid, held) in over {
+            if noted.insert(pid) {
+                eprintln!(
+                    "freight: publisher on {}: process {pid} holds {} MiB of this publisher's {kind} pool, more than \
+                     its share ({} MiB): its subscriptions receive host copies until it gives blocks back (drops \
+                     samples)",
+                    self.topic,
+                    held >> 20,
+                    share >> 20,
+                );
+            }
+        }
     }
 
     /// Whether the subscription of `ad` takes this publisher's device memory

@@ -62,6 +62,9 @@ pub(crate) struct Sender {
     /// Subscriptions (by port id) already told about on stderr: they accept
     /// the pool's backend but are on another device.
     pub(super) noted: Mutex<HashSet<u128>>,
+    /// Reader processes already told about on stderr: they held more than
+    /// their share of the pool, so they got host copies.
+    pub(super) over_share: Mutex<HashSet<u32>>,
     pub(super) heap_frames: Arc<Mutex<HeapFrames>>,
     pub(super) pid: u32,
     /// Subscribers seen by the last history hand-out (transient local only).
@@ -189,6 +192,7 @@ impl Sender {
             device,
             device_tag,
             noted: Mutex::default(),
+            over_share: Mutex::default(),
             heap_frames: Arc::default(),
             pid: std::process::id(),
             latched_subscribers: AtomicUsize::new(0),
