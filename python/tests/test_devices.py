@@ -8,6 +8,7 @@ copies it byte for byte, and DLPack describes it as the device it is on
 only a host copy is exported).
 """
 
+import collections
 import time
 
 import numpy as np
@@ -243,6 +244,39 @@ def test_a_keep_last_subscriber_behind_a_fast_device_publisher_never_gets_a_free
         sent = int(child.expect("FLOODED")[1])
     assert got > 10, f"received {got} of {sent}"
     assert got < sent, f"the subscriber kept up with all {sent} messages: no queue was full, nothing was tested"
+
+
+def test_a_slow_keep_last_subscriber_keeps_getting_device_memory_from_a_fast_publisher(topic, node):
+    # Every frame the publisher sends while the one subscriber's queue is full
+    # misses it, and `send`'s count of recipients says so: its holds go back at
+    # once. Kept as suspects instead, they piled up past the subscriber's share
+    # of the pool (8 MiB frames, a 256 MiB pool), and it got host copies, or a
+    # stale block (the GPU demo's 4K transport-only view fell to host copies).
+    qos = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.RELIABLE)
+    sub = node.create_subscription(UInt8MultiArray, topic, None, qos, accepted_backends=["fake-device"])
+    with peer("device_peer.py", "publish", topic, "--backend", "fake-device") as child:
+        child.expect("READY")
+        child.send("WAIT 1")
+        assert " ".join(child.expect("SUBS")) == "SUBS 1"
+        child.send(f"FLOOD {8 << 20} 3")
+        backends, deadline = collections.Counter(), time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = sub.take(timeout_sec=0.5)
+            if msg is None:
+                if child.lines.qsize():
+                    break  # FLOODED: the publisher is done, and the queue is empty
+                continue
+            k, data = msg.layout.data_offset, msg.data
+            kind = type(data).__name__ + (f" {data.device}" if isinstance(data, freight.DeviceArray) else "")
+            backends[kind] += 1
+            host = data.to_numpy() if isinstance(data, freight.DeviceArray) else data
+            assert first_mismatch(host, k) is None, f"message with pattern {k} is wrong"
+            del msg, data, host
+            time.sleep(0.01)  # the slow subscriber
+        sent = int(child.expect("FLOODED")[1])
+    got = sum(backends.values())
+    assert got > 20 and got * 2 < sent, f"received {got} of {sent}: the subscriber was not the slower side"
+    assert backends == {"DeviceArray fake-device": got}, f"received {dict(backends)}"
 
 
 # ------------------------------------------------------------------ loans and their errors

@@ -213,6 +213,19 @@ impl Sender {
         }
     }
 
+    /// Whether the backpressure handler discarded the sample for every
+    /// subscriber, each known: then `send`'s count of recipients says exactly
+    /// how many of them got it all the same, on iceoryx2's one last try after
+    /// the handler's answer (none can have missed it unannounced, since the
+    /// handler heard of each). With a single subscriber, that is which.
+    pub(super) fn all_discarded(&self, handled: &[(Option<SubscriberAd>, bool)]) -> bool {
+        let known = self.summary.count.load(Ordering::Acquire);
+        !handled.is_empty()
+            && handled.len() == known
+            && handled.iter().all(|&(ad, waited_for)| ad.is_some() && !waited_for)
+            && self.services.data.dynamic_config().number_of_subscribers() == known
+    }
+
     /// Subscribers that missed a sample without the backpressure handler
     /// hearing of it.
     ///

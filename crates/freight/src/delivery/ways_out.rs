@@ -228,11 +228,16 @@ impl Sender {
                 // A subscriber the handler failed the send for missed the
                 // frame. One it discarded the frame for at once may have
                 // received it anyway: iceoryx2 tries the queue once more after
-                // the handler's answer, so its holds are left to `unattached`.
+                // the handler's answer. Only when the handler discarded it for
+                // every subscriber (one slow reader, say) does the count of
+                // recipients tell: none got it, or all did. Otherwise the
+                // holds are left to `unattached`.
+                let every_one = !device.is_empty() && sent.is_ok() && self.all_discarded(&handled);
+                let none_got_it = every_one && sent == Ok(0);
                 let mut given_back = Vec::new();
                 for &(ad, waited_for) in &handled {
                     missed += usize::from(waited_for);
-                    if let Some(ad) = ad.filter(|_| waited_for) {
+                    if let Some(ad) = ad.filter(|_| waited_for || none_got_it) {
                         self.release_for(&ad, device);
                         given_back.push(ad.pid);
                     }
@@ -241,6 +246,7 @@ impl Sender {
                 // handler knowing who, or received it after the handler gave
                 // up: the frame is a suspect of its device holds.
                 let unknown = match sent {
+                    Ok(recipients) if every_one => recipients != 0 && recipients != handled.len(),
                     Ok(recipients) => {
                         let unannounced = self.unannounced_misses(recipients, &handled);
                         missed += unannounced.waited_for;
@@ -251,7 +257,7 @@ impl Sender {
                     Err(e) => return Err(ShmError::doing("sending a sample")(e).into()),
                 };
                 if let Some(noting) = noting {
-                    let suspect = unknown || handled.iter().any(|&(_, waited_for)| !waited_for);
+                    let suspect = unknown || (!every_one && handled.iter().any(|&(_, waited_for)| !waited_for));
                     noting.note(Sent { device, lent_to, given_back: &given_back, suspect });
                 }
                 wake = self.summary.any_blocking.load(Ordering::Acquire);
