@@ -14,7 +14,13 @@
 //!   handler's answer iceoryx2 tries its queue once more, and the subscriber
 //!   may have taken one meanwhile. Giving its holds back then would leave it a
 //!   descriptor of a block freed and reused (seen: the GPU demo's display,
-//!   [`ImportError::Stale`](freight_backend::ImportError::Stale)).
+//!   [`ImportError::Stale`](freight_backend::ImportError::Stale)). Only when
+//!   the handler gave up on every subscriber (one slow reader, the common
+//!   case) does `send`'s count of recipients say who got it, and the
+//!   publisher settles that frame itself (`Sender::all_discarded`): kept as a
+//!   suspect, each frame sent while the reader's queue is full would hold a
+//!   block until the reader takes a later one, and a slow reader of large
+//!   frames would soon hold more than its share of the pool.
 //!
 //! So such a frame is a *suspect* for every process its device buffers were
 //! lent to, and holds nobody gives back stay until that process exits, unless
