@@ -529,6 +529,13 @@ impl<S: ServiceType> PendingCall<S> {
 
     /// Waits up to `timeout` for the reply (see [`Client::call`] for the errors).
     pub fn wait(mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+        self.wait_for(timeout)
+    }
+
+    /// As [`wait`](Self::wait), but the call stays pending after
+    /// [`CallError::Timeout`]: wait for it again, or drop it to forget it
+    /// (what the C ABI's `freight_pending_call_wait` needs).
+    pub fn wait_for(&mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
         let deadline = Instant::now() + timeout;
         let mut looked = Instant::now();
         loop {
