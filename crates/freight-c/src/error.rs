@@ -42,11 +42,15 @@ pub enum Status {
     Decode = 12,
     /// A callback reported a failure (a C++ exception); the spin stopped.
     Callback = 13,
+    /// A service call got no reply in time; a pending call stays pending.
+    Timeout = 14,
+    /// A service has no server, or every server went away before it answered.
+    NoServer = 15,
 }
 
 impl Status {
     /// Every status, in the order of their values (the header is checked against it).
-    pub const ALL: [Status; 14] = [
+    pub const ALL: [Status; 16] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::Name,
@@ -61,6 +65,8 @@ impl Status {
         Status::Take,
         Status::Decode,
         Status::Callback,
+        Status::Timeout,
+        Status::NoServer,
     ];
 
     /// The constant's name in `freight.h`.
@@ -80,6 +86,8 @@ impl Status {
             Status::Take => c"FREIGHT_ERROR_TAKE",
             Status::Decode => c"FREIGHT_ERROR_DECODE",
             Status::Callback => c"FREIGHT_ERROR_CALLBACK",
+            Status::Timeout => c"FREIGHT_ERROR_TIMEOUT",
+            Status::NoServer => c"FREIGHT_ERROR_NO_SERVER",
         }
     }
 }
@@ -136,6 +144,21 @@ impl From<freight::PublishError> for Failure {
 impl From<freight::TakeError> for Failure {
     fn from(e: freight::TakeError) -> Self {
         Failure::new(Status::Take, e.to_string())
+    }
+}
+
+impl From<freight::CallError> for Failure {
+    fn from(e: freight::CallError) -> Self {
+        use freight::CallError as E;
+        let status = match &e {
+            E::Timeout { .. } => Status::Timeout,
+            E::NoServer { .. } | E::ServerGone { .. } => Status::NoServer,
+            E::Request(_) => Status::Publish,
+            E::Reply(_) => Status::Take,
+            // A variant added later: its text still says what happened.
+            _ => Status::Internal,
+        };
+        Failure::new(status, e.to_string())
     }
 }
 

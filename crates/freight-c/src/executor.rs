@@ -1,7 +1,7 @@
-//! `freight_executor` and callback subscriptions: rclcpp's
-//! `SingleThreadedExecutor` shape. A subscription made with a callback
-//! belongs to its node; an executor that a node was added to runs the
-//! callbacks of its subscriptions on the thread that spins.
+//! `freight_executor`, callback subscriptions and callback services:
+//! rclcpp's `SingleThreadedExecutor` shape. A subscription or service made
+//! with a callback belongs to its node; an executor that a node was added to
+//! runs their callbacks on the thread that spins.
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +21,16 @@ use crate::types::AnySubscription;
 /// stops the spin, which returns `FREIGHT_ERROR_CALLBACK`.
 pub type FreightSampleCallback = unsafe extern "C" fn(sample: *mut FreightSample, user_data: *mut c_void) -> bool;
 
+/// What an executor runs: something to wait for, and the callbacks of
+/// what became ready.
+pub(crate) trait Dispatch: Send + Sync {
+    /// Adds what it waits on to `waitset`.
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
+    /// Runs the callback of each message or request queued now, until `stop`
+    /// is set; returns how many ran.
+    fn run(&self, stop: &AtomicBool) -> Result<usize, Failure>;
+}
+
 /// A subscription with a callback, as its node and executors see it.
 pub(crate) struct CallbackSubscription {
     subscription: Box<dyn AnySubscription>,
@@ -28,23 +38,53 @@ pub(crate) struct CallbackSubscription {
     user_data: UserData,
 }
 
-/// The caller's pointer, handed back to its callback on the spinning thread.
-struct UserData(*mut c_void);
+/// The user's pointer, handed back to a callback on the spinning thread.
+pub(crate) struct UserData(pub(crate) *mut c_void);
 
-// SAFETY: freight never dereferences it; the caller's contract
-// (freight_node_create_subscription_callback) makes it usable from the
-// thread that spins.
+// SAFETY: freight never dereferences it; the caller's contract (the
+// functions that make callback endpoints) makes it usable from the thread
+// that spins.
 unsafe impl Send for UserData {}
 unsafe impl Sync for UserData {}
 
-/// The callback subscriptions of a node: the node holds them weakly, their
+/// The callback endpoints of a node: the node holds them weakly, their
 /// handles strongly, so destroying a handle ends its callbacks.
-pub(crate) type Callbacks = Arc<Mutex<Vec<Weak<CallbackSubscription>>>>;
+pub(crate) type Callbacks = Arc<Mutex<Vec<Weak<dyn Dispatch>>>>;
+
+/// Files `entry` with the node's callback endpoints.
+pub(crate) fn register(callbacks: &Callbacks, entry: &Arc<dyn Dispatch>) {
+    let mut list = lock(callbacks);
+    list.retain(|w| w.strong_count() > 0);
+    list.push(Arc::downgrade(entry));
+}
+
+impl Dispatch for CallbackSubscription {
+    fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) {
+        self.subscription.add_to(waitset);
+    }
+
+    fn run(&self, stop: &AtomicBool) -> Result<usize, Failure> {
+        let mut ran = 0;
+        while let Some(sample) = self.subscription.try_take()? {
+            let sample = Box::into_raw(Box::new(FreightSample(sample)));
+            ran += 1;
+            // SAFETY: the callback and its data as their subscription's
+            // creator promised; the callback owns the sample.
+            if !unsafe { (self.callback)(sample, self.user_data.0) } {
+                return Err(Failure::new(Status::Callback, "a callback failed"));
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        Ok(ran)
+    }
+}
 
 /// A subscription with a callback (`freight_callback_subscription` in C).
 pub struct FreightCallbackSubscription {
     // The one strong reference: nodes and executors hold it weakly.
-    _entry: Arc<CallbackSubscription>,
+    _entry: Arc<dyn Dispatch>,
 }
 
 /// An executor (`freight_executor` in C).
@@ -53,7 +93,7 @@ pub struct FreightExecutor {
     stop: Arc<AtomicBool>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The lists hold no invariant a panic could break.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -81,11 +121,9 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
         // SAFETY (both): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
         let subscription = (maker.subscription)(node.node(), topic, qos)?;
-        let entry = Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
-        let mut list = lock(node.callbacks());
-        list.retain(|w| w.strong_count() > 0);
-        list.push(Arc::downgrade(&entry));
-        drop(list);
+        let entry: Arc<dyn Dispatch> =
+            Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
+        register(node.callbacks(), &entry);
         unsafe { hand_out(out, FreightCallbackSubscription { _entry: entry }) }
     })
 }
@@ -136,11 +174,11 @@ impl FreightExecutor {
     /// Waits up to `timeout` for messages, then runs the callback of each
     /// message queued; returns how many ran.
     fn spin_once(&self, timeout: Duration) -> Result<usize, Failure> {
-        let entries: Vec<Arc<CallbackSubscription>> =
+        let entries: Vec<Arc<dyn Dispatch>> =
             self.nodes.iter().flat_map(|n| lock(n).iter().filter_map(Weak::upgrade).collect::<Vec<_>>()).collect();
         let mut waitset = WaitSet::new();
         for e in &entries {
-            e.subscription.add_to(&mut waitset);
+            e.add_to(&mut waitset);
         }
         let ready = match waitset.wait(timeout).map_err(|e| Failure::new(Status::Take, e.to_string()))? {
             WaitOutcome::Ready(ready) => ready,
@@ -148,18 +186,9 @@ impl FreightExecutor {
         };
         let mut ran = 0;
         for i in ready {
-            let entry = &entries[i];
-            while let Some(sample) = entry.subscription.try_take()? {
-                let sample = Box::into_raw(Box::new(FreightSample(sample)));
-                ran += 1;
-                // SAFETY: the callback and its data as their subscription's
-                // creator promised; the callback owns the sample.
-                if !unsafe { (entry.callback)(sample, entry.user_data.0) } {
-                    return Err(Failure::new(Status::Callback, "a callback failed"));
-                }
-                if self.stop.load(Ordering::Relaxed) {
-                    return Ok(ran);
-                }
+            ran += entries[i].run(&self.stop)?;
+            if self.stop.load(Ordering::Relaxed) {
+                break;
             }
         }
         Ok(ran)

@@ -42,6 +42,24 @@ pub(crate) unsafe fn bytes<'a>(data: *const u8, len: usize, what: &str) -> Resul
     Ok(unsafe { std::slice::from_raw_parts(data, len) })
 }
 
+/// The memory of `buffers[0..count]` from C, each checked for null.
+///
+/// # Safety
+/// `buffers` is null or points to `count` `freight_buffer`s, each readable
+/// for `'a`.
+pub(crate) unsafe fn buffer_slices<'a>(buffers: *const FreightBuffer, count: usize) -> Result<Vec<&'a [u8]>, Failure> {
+    let buffers: &[FreightBuffer] = if count == 0 {
+        &[]
+    } else if buffers.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "the buffers are a null pointer"));
+    } else {
+        // SAFETY: non-null, `count` long by the caller's contract.
+        unsafe { std::slice::from_raw_parts(buffers, count) }
+    };
+    // SAFETY: each readable by the caller's contract.
+    buffers.iter().map(|b| unsafe { bytes(b.data, b.len, "a buffer") }).collect()
+}
+
 /// Creates a publisher of `type_name` (`"sensor_msgs/msg/Image"`, one of the
 /// built-in types) on `topic` with `qos` (null: keep last 10, reliable).
 ///
@@ -86,15 +104,7 @@ pub unsafe extern "C" fn freight_publisher_publish_copy(
         // SAFETY (all): as the caller promised.
         let publisher = unsafe { handle(publisher, "the publisher") }?;
         let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
-        let buffers: &[FreightBuffer] = if count == 0 {
-            &[]
-        } else if buffers.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "the buffers are a null pointer"));
-        } else {
-            unsafe { std::slice::from_raw_parts(buffers, count) }
-        };
-        let slices =
-            buffers.iter().map(|b| unsafe { bytes(b.data, b.len, "a buffer") }).collect::<Result<Vec<_>, _>>()?;
+        let slices = unsafe { buffer_slices(buffers, count) }?;
         publisher.0.publish_copy(fields, &slices)
     })
 }

@@ -16,8 +16,8 @@
  *  - A message crosses as its small fields in CDR, each buffer field written
  *    as its ordinal (a uint32), plus its buffers as memory ranges: what the
  *    C++ types of freight/msgs/<package>.hpp write and read. Endpoints are of
- *    freight's built-in message types, named as ROS 2 names them
- *    ("sensor_msgs/msg/Image").
+ *    freight's built-in message and service types, named as ROS 2 names
+ *    them ("sensor_msgs/msg/Image", "std_srvs/srv/SetBool").
  *
  * Link with -lfreight_c (libfreight_c.so or libfreight_c.a, built by
  * `cargo build --release -p freight-c`). Every function declared here is
@@ -66,7 +66,11 @@ typedef enum freight_status {
   /* The CDR of a message's fields does not decode as its type. */
   FREIGHT_ERROR_DECODE = 12,
   /* A callback reported a failure (a C++ exception); the spin stopped. */
-  FREIGHT_ERROR_CALLBACK = 13
+  FREIGHT_ERROR_CALLBACK = 13,
+  /* A service call got no reply in time; a pending call stays pending. */
+  FREIGHT_ERROR_TIMEOUT = 14,
+  /* A service has no server, or every server went away before it answered. */
+  FREIGHT_ERROR_NO_SERVER = 15
 } freight_status;
 
 /* The calling thread's last error message: valid until that thread's next
@@ -269,6 +273,96 @@ void freight_executor_stop(const freight_executor *executor);
 
 /* Not while it spins. Its nodes and subscriptions stay. */
 void freight_executor_destroy(freight_executor *executor);
+
+/* ---- Services (rclcpp's create_service and create_client) --------------- */
+
+/* A service `name` is requests and replies, carried as ROS 2 carries them;
+ * a request or reply crosses as a message does (small fields in CDR with
+ * buffer ordinals, buffers as memory ranges). Service types are freight's
+ * built-in ones, named as ROS 2 names them ("std_srvs/srv/SetBool"). */
+
+typedef struct freight_service_server freight_service_server;
+typedef struct freight_callback_service freight_callback_service;
+typedef struct freight_client freight_client;
+typedef struct freight_pending_call freight_pending_call;
+
+/* Which call a request is: the client and its call's sequence number
+ * (rmw_request_id_t). A response sent with it reaches that call. */
+typedef struct freight_request_id {
+  uint64_t client;
+  int64_t sequence;
+} freight_request_id;
+
+/* A server of `srv_type` for the service `name`, with ROS 2's service QoS:
+ * take each request, answer it when and from where you like. */
+freight_status freight_service_server_create(const freight_node *node, const char *srv_type, const char *name,
+                                             freight_service_server **out);
+
+/* The next request, waiting up to timeout_ns (0: only look); *request is NULL
+ * when none came in time (still FREIGHT_OK), else it is the caller's, with
+ * *id the call to answer. */
+freight_status freight_service_server_take_request(const freight_service_server *server, uint64_t timeout_ns,
+                                                   freight_sample **request, freight_request_id *id);
+
+/* Sends the response whose small fields are `fields` (CDR, buffer fields as
+ * ordinals) and whose buffers are buffers[0..count] (copied) to the call
+ * `id`. A client that gave up on the call drops it. */
+freight_status freight_service_server_send_response(const freight_service_server *server, freight_request_id id,
+                                                    const uint8_t *fields, size_t fields_len,
+                                                    const freight_buffer *buffers, size_t count);
+
+/* Requests taken from it stay valid, but can no longer be answered. */
+void freight_service_server_destroy(freight_service_server *server);
+
+/* A service's callback: it owns `request` (destroy it when done), answers
+ * with freight_service_server_send_response(server, id, ...) (at once, or
+ * later while the service lives) and returns whether all went well; false
+ * stops the spin, which returns FREIGHT_ERROR_CALLBACK. */
+typedef bool (*freight_request_callback)(freight_sample *request, freight_request_id id,
+                                         const freight_service_server *server, void *user_data);
+
+/* A service `name` of `srv_type` whose requests go to
+ * callback(request, id, server, user_data) when an executor that `node` was
+ * added to spins; `user_data` must stay usable from the spinning thread until
+ * the handle is destroyed. Destroying the handle ends it. */
+freight_status freight_node_create_service_callback(const freight_node *node, const char *srv_type, const char *name,
+                                                    freight_request_callback callback, void *user_data,
+                                                    freight_callback_service **out);
+
+void freight_callback_service_destroy(freight_callback_service *service);
+
+/* A client of `srv_type` for the service `name`. */
+freight_status freight_client_create(const freight_node *node, const char *srv_type, const char *name,
+                                     freight_client **out);
+
+/* Waits up to timeout_ns for a server; whether one is there (false for NULL). */
+bool freight_client_wait_for_service(const freight_client *client, uint64_t timeout_ns);
+
+/* Servers of the service matched now (0 for NULL). */
+size_t freight_client_server_count(const freight_client *client);
+
+/* Sends a request (small fields and buffers as in send_response, copied);
+ * *out is the pending call. FREIGHT_ERROR_NO_SERVER when there is no server. */
+freight_status freight_client_call_async(const freight_client *client, const uint8_t *fields, size_t fields_len,
+                                         const freight_buffer *buffers, size_t count, freight_pending_call **out);
+
+/* Waits up to timeout_ns for the reply; *reply is the caller's.
+ * FREIGHT_ERROR_TIMEOUT leaves the call pending (wait again, or destroy it);
+ * FREIGHT_ERROR_NO_SERVER: every server went away before it answered. A call
+ * hands out its reply once. One thread at a time. */
+freight_status freight_pending_call_wait(freight_pending_call *call, uint64_t timeout_ns, freight_sample **reply);
+
+/* Forgets the call: a reply that comes later is dropped. */
+void freight_pending_call_destroy(freight_pending_call *call);
+
+/* freight_client_call_async, then freight_pending_call_wait: *reply is the
+ * reply. On FREIGHT_ERROR_TIMEOUT the call is forgotten. */
+freight_status freight_client_call(const freight_client *client, const uint8_t *fields, size_t fields_len,
+                                   const freight_buffer *buffers, size_t count, uint64_t timeout_ns,
+                                   freight_sample **reply);
+
+/* A call it sent stays pending, and can still be waited for. */
+void freight_client_destroy(freight_client *client);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,6 +17,15 @@
 //     std::uint8_t first = (*sample)->data[0];              // the publisher's memory, read-only
 //   }
 //
+//   using freight::msgs::std_srvs::SetBool;                 // services, served by an Executor
+//   auto service = node.create_service<SetBool>("/enable", [](const freight::Sample<SetBool::Request> &rq) {
+//     SetBool::Response r;
+//     r.success = rq->data;
+//     return r;
+//   });
+//   auto client = node.create_client<SetBool>("/enable");
+//   auto reply = client.call(SetBool::Request{}, std::chrono::seconds(1));  // throws on timeout
+//
 // Link with -lfreight_c.
 #ifndef FREIGHT_FREIGHT_HPP
 #define FREIGHT_FREIGHT_HPP
@@ -33,6 +42,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -117,6 +127,23 @@ T join(const std::uint8_t *fields, std::size_t len, std::vector<cdr::BufferSourc
   return msg;
 }
 
+// Calls send(fields, len, buffers, count) with `msg`'s small fields and its
+// buffers (which the call copies); returns what it returns.
+template <typename T, typename Send>
+freight_status send_split(const T &msg, Send &&send) {
+  auto [fields, noted] = split(msg);
+  std::vector<freight_buffer> buffers;
+  for (const auto &n : noted) {
+    buffers.push_back(freight_buffer{n.data, n.bytes});
+  }
+  return send(fields.data(), fields.size(), buffers.data(), buffers.size());
+}
+
+// A timeout as the C ABI's nanoseconds (a negative one is zero).
+inline std::uint64_t nanoseconds(std::chrono::nanoseconds timeout) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -199,13 +226,10 @@ public:
   // Copies each buffer once, into shared memory (and serializes for network
   // readers).
   void publish_copy(const T &msg) const {
-    auto [fields, noted] = detail::split(msg);
-    std::vector<freight_buffer> buffers;
-    for (const auto &n : noted) {
-      buffers.push_back(freight_buffer{n.data, n.bytes});
-    }
-    detail::check(freight_publisher_publish_copy(handle_.get(), fields.data(), fields.size(), buffers.data(),
-                                                 buffers.size()));
+    detail::check(detail::send_split(msg, [this](const std::uint8_t *fields, std::size_t len,
+                                                 const freight_buffer *buffers, std::size_t count) {
+      return freight_publisher_publish_copy(handle_.get(), fields, len, buffers, count);
+    }));
   }
 
   // Lends `bytes` for the message's one buffer field.
@@ -345,6 +369,164 @@ private:
   detail::Handle<freight_callback_subscription, freight_callback_subscription_destroy> handle_;
 };
 
+// Which call a request is (the client and its call's sequence number); a
+// response sent with it reaches that call.
+using RequestId = freight_request_id;
+
+// The requests of a service of type S (a service of freight/msgs/<package>.hpp,
+// such as freight::msgs::std_srvs::SetBool) and the way back to each caller:
+// take each request and answer it when and from where you like. Moves, does
+// not copy.
+template <typename S>
+class ServiceServer {
+public:
+  using Request = typename S::Request;
+  using Response = typename S::Response;
+
+  // The next request and the call to answer, waiting up to `timeout` (zero:
+  // only look).
+  std::optional<std::pair<Sample<Request>, RequestId>> take_request(
+      std::chrono::nanoseconds timeout = std::chrono::nanoseconds(0)) const {
+    freight_sample *raw = nullptr;
+    RequestId id{};
+    detail::check(freight_service_server_take_request(handle_.get(), detail::nanoseconds(timeout), &raw, &id));
+    if (raw == nullptr) {
+      return std::nullopt;
+    }
+    return std::make_pair(Sample<Request>::from(raw), id);
+  }
+
+  // Sends `response` (its buffers copied) to the call `id`; a client that
+  // gave up on the call drops it.
+  void send_response(const RequestId &id, const Response &response) const {
+    detail::check(detail::send_split(response, [&](const std::uint8_t *fields, std::size_t len,
+                                                   const freight_buffer *buffers, std::size_t count) {
+      return freight_service_server_send_response(handle_.get(), id, fields, len, buffers, count);
+    }));
+  }
+
+private:
+  friend class Node;
+  explicit ServiceServer(freight_service_server *raw) : handle_(raw) {}
+  detail::Handle<freight_service_server, freight_service_server_destroy> handle_;
+};
+
+// A service whose requests go to a callback, which returns the response,
+// when an Executor that its node was added to spins. Destroying it ends the
+// service. Moves, does not copy.
+template <typename S>
+class Service {
+public:
+  using Request = typename S::Request;
+  using Response = typename S::Response;
+  using Callback = std::function<Response(const Sample<Request> &)>;
+
+private:
+  friend class Node;
+  static bool trampoline(freight_sample *raw, freight_request_id id, const freight_service_server *server,
+                         void *user_data) noexcept {
+    try {
+      const Sample<Request> request = Sample<Request>::from(raw);
+      const Response response = (*static_cast<Callback *>(user_data))(request);
+      detail::check(detail::send_split(response, [&](const std::uint8_t *fields, std::size_t len,
+                                                     const freight_buffer *buffers, std::size_t count) {
+        return freight_service_server_send_response(server, id, fields, len, buffers, count);
+      }));
+      return true;
+    } catch (...) {
+      detail::callback_exception() = std::current_exception();
+      return false;
+    }
+  }
+
+  explicit Service(Callback callback) : callback_(std::make_unique<Callback>(std::move(callback))) {}
+  // Declared first, destroyed last: the handle goes (and the callback with
+  // it) before the function it calls.
+  std::unique_ptr<Callback> callback_;
+  detail::Handle<freight_callback_service, freight_callback_service_destroy> handle_;
+};
+
+// A call sent with Client::async_send_request, waiting for its reply.
+// Destroying it forgets the call. Moves, does not copy.
+template <typename S>
+class PendingCall {
+public:
+  using Response = typename S::Response;
+
+  // The reply, waiting up to `timeout`; std::nullopt if it has not come yet
+  // (the call stays pending). Throws freight::Error FREIGHT_ERROR_NO_SERVER
+  // when every server went away before it answered. A call gives its reply
+  // once.
+  std::optional<Sample<Response>> wait_for(std::chrono::nanoseconds timeout) {
+    freight_sample *raw = nullptr;
+    const freight_status status = freight_pending_call_wait(handle_.get(), detail::nanoseconds(timeout), &raw);
+    if (status == FREIGHT_ERROR_TIMEOUT) {
+      return std::nullopt;
+    }
+    detail::check(status);
+    return Sample<Response>::from(raw);
+  }
+
+  // The reply, waiting up to `timeout`; throws freight::Error
+  // (FREIGHT_ERROR_TIMEOUT) if none came.
+  Sample<Response> get(std::chrono::nanoseconds timeout) {
+    freight_sample *raw = nullptr;
+    detail::check(freight_pending_call_wait(handle_.get(), detail::nanoseconds(timeout), &raw));
+    return Sample<Response>::from(raw);
+  }
+
+private:
+  template <typename>
+  friend class Client;
+  explicit PendingCall(freight_pending_call *raw) : handle_(raw) {}
+  detail::Handle<freight_pending_call, freight_pending_call_destroy> handle_;
+};
+
+// Calls a service of type S. Moves, does not copy.
+template <typename S>
+class Client {
+public:
+  using Request = typename S::Request;
+  using Response = typename S::Response;
+
+  // Waits up to `timeout` for a server; whether one is there.
+  bool wait_for_service(std::chrono::nanoseconds timeout) const {
+    return freight_client_wait_for_service(handle_.get(), detail::nanoseconds(timeout));
+  }
+
+  // Whether a server is there now.
+  bool service_is_ready() const { return freight_client_server_count(handle_.get()) > 0; }
+
+  // Sends `request` (its buffers copied) and returns at once; the
+  // PendingCall collects the reply. Throws freight::Error
+  // (FREIGHT_ERROR_NO_SERVER) when there is no server.
+  PendingCall<S> async_send_request(const Request &request) const {
+    freight_pending_call *raw = nullptr;
+    detail::check(detail::send_split(request, [&](const std::uint8_t *fields, std::size_t len,
+                                                  const freight_buffer *buffers, std::size_t count) {
+      return freight_client_call_async(handle_.get(), fields, len, buffers, count, &raw);
+    }));
+    return PendingCall<S>(raw);
+  }
+
+  // Calls and waits up to `timeout` for the reply. Throws freight::Error:
+  // FREIGHT_ERROR_TIMEOUT (no reply in time), FREIGHT_ERROR_NO_SERVER (no
+  // server, or every server went away before it answered).
+  Sample<Response> call(const Request &request, std::chrono::nanoseconds timeout) const {
+    freight_sample *raw = nullptr;
+    detail::check(detail::send_split(request, [&](const std::uint8_t *fields, std::size_t len,
+                                                  const freight_buffer *buffers, std::size_t count) {
+      return freight_client_call(handle_.get(), fields, len, buffers, count, detail::nanoseconds(timeout), &raw);
+    }));
+    return Sample<Response>::from(raw);
+  }
+
+private:
+  friend class Node;
+  explicit Client(freight_client *raw) : handle_(raw) {}
+  detail::Handle<freight_client, freight_client_destroy> handle_;
+};
+
 // A named participant of the ROS graph; made by Context::create_node. Moves,
 // does not copy; it stays valid after its Context is destroyed.
 class Node {
@@ -378,6 +560,52 @@ public:
     freight_subscription *raw = nullptr;
     detail::check(freight_subscription_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
     return Subscription<T>(raw);
+  }
+
+  // A service `name` of type S whose requests go to `callback` when an
+  // Executor this node was added to spins: a callable taking
+  // const freight::Sample<S::Request>& and returning S::Response, or, as
+  // rclcpp's, taking it and an S::Response& to fill. Keep the returned
+  // object: destroying it ends the service.
+  template <typename S, typename F>
+  Service<S> create_service(const std::string &name, F &&callback) const {
+    using Request = typename S::Request;
+    using Response = typename S::Response;
+    typename Service<S>::Callback call;
+    if constexpr (std::is_invocable_r_v<Response, F, const Sample<Request> &>) {
+      call = std::forward<F>(callback);
+    } else {
+      static_assert(std::is_invocable_v<F, const Sample<Request> &, Response &>,
+                    "a service callback takes (const Sample<Request>&) and returns the Response, or takes "
+                    "(const Sample<Request>&, Response&)");
+      call = [f = std::forward<F>(callback)](const Sample<Request> &request) mutable {
+        Response response{};
+        f(request, response);
+        return response;
+      };
+    }
+    Service<S> service{std::move(call)};
+    freight_callback_service *raw = nullptr;
+    detail::check(freight_node_create_service_callback(handle_.get(), S::TYPE_NAME, name.c_str(),
+                                                       &Service<S>::trampoline, service.callback_.get(), &raw));
+    service.handle_.reset(raw);
+    return service;
+  }
+
+  // A server of the service `name` of type S; take_request() receives.
+  template <typename S>
+  ServiceServer<S> create_service_server(const std::string &name) const {
+    freight_service_server *raw = nullptr;
+    detail::check(freight_service_server_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
+    return ServiceServer<S>(raw);
+  }
+
+  // A client of the service `name` of type S.
+  template <typename S>
+  Client<S> create_client(const std::string &name) const {
+    freight_client *raw = nullptr;
+    detail::check(freight_client_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
+    return Client<S>(raw);
   }
 
   std::string get_name() const { return freight_node_name(handle_.get()); }
@@ -434,8 +662,8 @@ private:
   detail::Handle<freight_context, freight_context_destroy> handle_;
 };
 
-// Runs the callbacks of its nodes' callback subscriptions on the thread that
-// spins, as rclcpp's SingleThreadedExecutor. An exception a callback throws
+// Runs the callbacks of its nodes' callback subscriptions and services on
+// the thread that spins, as rclcpp's SingleThreadedExecutor. An exception a callback throws
 // stops the spin and comes out of spin() or spin_once().
 class Executor {
 public:
@@ -445,7 +673,8 @@ public:
     handle_.reset(raw);
   }
 
-  // The node's callback subscriptions, those made later too, run here. The
+  // The node's callback subscriptions and services, those made later too,
+  // run here. The
   // node must outlive its use by this executor.
   void add_node(const Node &node) { detail::check(freight_executor_add_node(handle_.get(), node.c_handle())); }
 
