@@ -6,33 +6,18 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn ok(what: &str, out: Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{what} failed:\n{text}");
-    text
-}
+use common::ok;
 
 #[test]
 fn a_cmake_project_finds_the_installed_package_and_links_it() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let built = common::library_dir();
     let work = std::env::temp_dir().join(format!("freight-c-install-{}", std::process::id()));
     let (prefix, build) = (work.join("prefix"), work.join("build"));
-    let script = crate_dir.join("../../scripts/install.sh");
-    ok("install.sh", Command::new("sh").arg(&script).arg(&prefix).arg(&built).output().unwrap());
+    common::install(&prefix);
     assert!(prefix.join("bin/freight").is_file(), "the tool was not installed");
-    let configured = Command::new("cmake")
-        .arg("-S")
-        .arg(crate_dir.join("tests/cmake"))
-        .arg("-B")
-        .arg(&build)
-        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
-        .output()
-        .expect("running cmake");
-    ok("cmake (configure)", configured);
-    ok("cmake --build", Command::new("cmake").arg("--build").arg(&build).output().unwrap());
+    common::cmake_build(&crate_dir.join("tests/cmake"), &build, &prefix);
     let ran = ok("the consumer", Command::new(build.join("consumer")).output().unwrap());
     assert!(ran.contains("node /cmake/consumer\n"), "{ran}");
     // The installed message headers: an Image is as long as Rust's.

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `target/release` (or `debug`), where cargo puts `libfreight_c.so`: two
@@ -55,4 +55,34 @@ pub fn remove(exe: &Path) {
     if let Some(dir) = exe.parent() {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// The text of a command's stdout and stderr; fails the test, showing them,
+/// unless it succeeded.
+pub fn ok(what: &str, out: Output) -> String {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed:\n{text}");
+    text
+}
+
+/// Installs the built library, headers and tool under `prefix` as `make
+/// install` does (`scripts/install.sh`).
+pub fn install(prefix: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install.sh");
+    ok("install.sh", Command::new("sh").arg(&script).arg(prefix).arg(library_dir()).output().unwrap());
+}
+
+/// Configures and builds the CMake project in `source` against the package
+/// installed under `prefix`, in `build`.
+pub fn cmake_build(source: &Path, build: &Path, prefix: &Path) {
+    let configured = Command::new("cmake")
+        .arg("-S")
+        .arg(source)
+        .arg("-B")
+        .arg(build)
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .output()
+        .expect("running cmake");
+    ok("cmake (configure)", configured);
+    ok("cmake --build", Command::new("cmake").arg("--build").arg(build).output().unwrap());
 }
