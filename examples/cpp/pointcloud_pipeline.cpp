@@ -197,8 +197,10 @@ int camera_process(std::size_t points, std::uint32_t frames) {
     publish_frame(raw, k, points);
     std::this_thread::sleep_for(200ms);  // a 5 Hz camera: each frame crosses before the next
   }
-  // A frame its subscriber has not taken yet is lost when this process ends
-  // its publisher (freight does not keep it yet): give it time.
+  // A frame its subscriber has not taken yet is lost with the publisher:
+  // iceoryx2 maps a publisher's growable memory in a subscriber lazily, and
+  // cannot once the publisher is gone. Give it time (freight topic pub's
+  // --keep-alive).
   std::this_thread::sleep_for(500ms);
   return 0;
 }

@@ -150,8 +150,10 @@ int publisher(std::size_t elements, int messages) {
     std::cout << "published " << i << ", fill " << ms(fill_ns) << " ms" << std::endl;
     std::this_thread::sleep_for(100ms);  // the article's timer; the subscriber keeps 10
   }
-  // A message its subscriber has not taken yet is lost when this process
-  // ends its publisher (freight does not keep it yet): give it time.
+  // A message its subscriber has not taken yet is lost with the publisher:
+  // iceoryx2 maps a publisher's growable memory in a subscriber lazily, and
+  // cannot once the publisher is gone. Give it time (freight topic pub's
+  // --keep-alive).
   std::this_thread::sleep_for(500ms);
   return 0;
 }
