@@ -218,19 +218,20 @@ def test_another_process_receives_this_processes_device_memory(topic, node):
             assert " ".join(child.expect("GOT")) == f"GOT {k} fake-device DeviceArray ok"
 
 
-def test_a_keep_last_subscriber_behind_a_fast_device_publisher_never_gets_a_freed_block(topic, node):
-    # The publisher does not wait for a keep-last subscriber with a full
-    # queue, yet iceoryx2 tries its queue once more after giving up on it: a
-    # frame the subscriber made room for meanwhile arrives. Its device holds
-    # must stay (the GPU demo's display once got "block 3 is stale").
+def flood_keep_last_subscriber(topic, node, size, seconds, pause=0.0):
+    """A fake-device publisher floods a keep-last subscription of depth 2 with
+    messages of ``size`` bytes for ``seconds``; the subscription takes each
+    (pausing ``pause`` s after each) and checks every byte. Returns how many
+    messages were sent and a count of what the received ones' data was."""
     qos = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.RELIABLE)
     sub = node.create_subscription(UInt8MultiArray, topic, None, qos, accepted_backends=["fake-device"])
+    kinds = collections.Counter()
     with peer("device_peer.py", "publish", topic, "--backend", "fake-device") as child:
         child.expect("READY")
         child.send("WAIT 1")
         assert " ".join(child.expect("SUBS")) == "SUBS 1"
-        child.send(f"FLOOD {1 << 20} 4")
-        got, deadline = 0, time.monotonic() + 30
+        child.send(f"FLOOD {size} {seconds}")
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             msg = sub.take(timeout_sec=0.5)
             if msg is None:
@@ -238,10 +239,23 @@ def test_a_keep_last_subscriber_behind_a_fast_device_publisher_never_gets_a_free
                     break  # FLOODED: the publisher is done, and the queue is empty
                 continue
             k, data = msg.layout.data_offset, msg.data  # a stale block raises here
-            assert first_mismatch(data.to_numpy(), k) is None, f"message {got} (pattern {k}) is not what was sent"
-            got += 1
-            del msg, data
+            on_device = isinstance(data, freight.DeviceArray)
+            kinds[type(data).__name__ + (f" {data.device}" if on_device else "")] += 1
+            host = data.to_numpy() if on_device else data
+            assert first_mismatch(host, k) is None, f"message {sum(kinds.values())} (pattern {k}) is wrong"
+            del msg, data, host
+            time.sleep(pause)
         sent = int(child.expect("FLOODED")[1])
+    return sent, kinds
+
+
+def test_a_keep_last_subscriber_behind_a_fast_device_publisher_never_gets_a_freed_block(topic, node):
+    # The publisher does not wait for a keep-last subscriber with a full
+    # queue, yet iceoryx2 tries its queue once more after giving up on it: a
+    # frame the subscriber made room for meanwhile arrives. Its device holds
+    # must stay (the GPU demo's display once got "block 3 is stale").
+    sent, kinds = flood_keep_last_subscriber(topic, node, 1 << 20, 4)
+    got = sum(kinds.values())
     assert got > 10, f"received {got} of {sent}"
     assert got < sent, f"the subscriber kept up with all {sent} messages: no queue was full, nothing was tested"
 
@@ -252,31 +266,10 @@ def test_a_slow_keep_last_subscriber_keeps_getting_device_memory_from_a_fast_pub
     # once. Kept as suspects instead, they piled up past the subscriber's share
     # of the pool (8 MiB frames, a 256 MiB pool), and it got host copies, or a
     # stale block (the GPU demo's 4K transport-only view fell to host copies).
-    qos = freight.QoSProfile(depth=2, reliability=freight.ReliabilityPolicy.RELIABLE)
-    sub = node.create_subscription(UInt8MultiArray, topic, None, qos, accepted_backends=["fake-device"])
-    with peer("device_peer.py", "publish", topic, "--backend", "fake-device") as child:
-        child.expect("READY")
-        child.send("WAIT 1")
-        assert " ".join(child.expect("SUBS")) == "SUBS 1"
-        child.send(f"FLOOD {8 << 20} 3")
-        backends, deadline = collections.Counter(), time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = sub.take(timeout_sec=0.5)
-            if msg is None:
-                if child.lines.qsize():
-                    break  # FLOODED: the publisher is done, and the queue is empty
-                continue
-            k, data = msg.layout.data_offset, msg.data
-            kind = type(data).__name__ + (f" {data.device}" if isinstance(data, freight.DeviceArray) else "")
-            backends[kind] += 1
-            host = data.to_numpy() if isinstance(data, freight.DeviceArray) else data
-            assert first_mismatch(host, k) is None, f"message with pattern {k} is wrong"
-            del msg, data, host
-            time.sleep(0.01)  # the slow subscriber
-        sent = int(child.expect("FLOODED")[1])
-    got = sum(backends.values())
+    sent, kinds = flood_keep_last_subscriber(topic, node, 8 << 20, 3, pause=0.01)
+    got = sum(kinds.values())
     assert got > 20 and got * 2 < sent, f"received {got} of {sent}: the subscriber was not the slower side"
-    assert backends == {"DeviceArray fake-device": got}, f"received {dict(backends)}"
+    assert kinds == {"DeviceArray fake-device": got}, f"received {dict(kinds)}"
 
 
 # ------------------------------------------------------------------ loans and their errors

@@ -4,43 +4,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 
-use common::ok;
-
-/// A child process that is killed if the test ends first (a failed assert).
-struct Running(Child, BufReader<ChildStdout>);
-
-impl Running {
-    fn start(exe: &Path, args: &[&str]) -> Running {
-        let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().expect("starting an example");
-        let out = BufReader::new(child.stdout.take().expect("piped"));
-        Running(child, out)
-    }
-
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.1.read_line(&mut l).expect("reading the example's output");
-        l
-    }
-
-    /// Waits for it to exit with success; returns the rest of its output.
-    fn finish(mut self, what: &str) -> String {
-        let mut rest = String::new();
-        self.1.read_to_string(&mut rest).expect("reading the example's output");
-        assert!(self.0.wait().unwrap().success(), "{what} failed:\n{rest}");
-        rest
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{ok, Program};
 
 #[test]
 fn the_cpp_examples_build_against_the_installed_package_and_run_in_every_mode() {
@@ -56,7 +23,7 @@ fn the_cpp_examples_build_against_the_installed_package_and_run_in_every_mode() 
     assert_eq!(out.matches(" elements via intra (cpu), fill ").count(), 3, "{out}");
     assert!(out.contains("message 2: 1000000 elements") && !out.contains("WRONG"), "{out}");
     // Between two processes, through shared memory.
-    let mut sub = Running::start(&array, &["sub", "3"]);
+    let mut sub = Program::start(&array, &["sub", "3"]);
     assert_eq!(sub.line(), "READY\n");
     ok("uint64_array pub", Command::new(&array).args(["pub", "1000000", "3"]).output().unwrap());
     let out = sub.finish("uint64_array sub");
@@ -69,9 +36,9 @@ fn the_cpp_examples_build_against_the_installed_package_and_run_in_every_mode() 
     assert_eq!(out.matches(": 50000 points via intra").count(), 3, "{out}");
     assert!(!out.contains("WRONG"), "{out}");
     // ... and one process per node.
-    let mut consumer = Running::start(&pipeline, &["consumer", "3"]);
+    let mut consumer = Program::start(&pipeline, &["consumer", "3"]);
     assert_eq!(consumer.line(), "READY\n");
-    let mut preprocess = Running::start(&pipeline, &["preprocess", "3"]);
+    let mut preprocess = Program::start(&pipeline, &["preprocess", "3"]);
     assert_eq!(preprocess.line(), "READY\n");
     ok("pointcloud_pipeline camera", Command::new(&pipeline).args(["camera", "100000", "3"]).output().unwrap());
     let cropped = preprocess.finish("pointcloud_pipeline preprocess");

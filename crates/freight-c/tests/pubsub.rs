@@ -4,9 +4,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::Program;
 
 use freight::msgs::sensor_msgs::Image;
 use freight::{Context, QoS, Transport};
@@ -18,29 +19,6 @@ fn pixel(k: u32, i: usize) -> u8 {
 
 fn topic(name: &str) -> String {
     format!("/cpp_{name}_{}", std::process::id())
-}
-
-/// A child process that is killed if the test ends first (a failed assert).
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The C++ program with `args`, its stdout read line by line.
-fn spawn(exe: &std::path::Path, args: &[&str]) -> (Running, BufReader<ChildStdout>) {
-    let mut child = Command::new(exe).args(args).stdout(Stdio::piped()).spawn().expect("starting pubsub");
-    let out = BufReader::new(child.stdout.take().expect("piped"));
-    (Running(child), out)
-}
-
-fn line(out: &mut BufReader<ChildStdout>) -> String {
-    let mut l = String::new();
-    out.read_line(&mut l).expect("reading the program's output");
-    l
 }
 
 #[test]
@@ -94,7 +72,7 @@ fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
     let topic = topic("to_rust");
     let ctx = Context::builder().local_only().create().unwrap();
     let sub = ctx.create_node("rust_sub").unwrap().create_subscription::<Image>(&topic, QoS::keep_last(10)).unwrap();
-    let (mut child, _out) = spawn(&exe, &["pub", &topic, "5"]);
+    let child = Program::start(&exe, &["pub", &topic, "5"]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut got = Vec::new();
     while got.len() < 5 && Instant::now() < deadline {
@@ -107,7 +85,7 @@ fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
         assert_eq!(sample.info().transport, Transport::Shm);
         got.push(k);
     }
-    assert!(child.0.wait().unwrap().success(), "the C++ publisher failed");
+    child.finish("the C++ publisher");
     common::remove(&exe);
     assert_eq!(got, vec![0, 1, 2, 3, 4]);
 }
@@ -116,8 +94,8 @@ fn a_cpp_publisher_reaches_a_rust_subscription_in_another_process() {
 fn a_rust_publisher_reaches_a_cpp_subscription_in_another_process() {
     let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
     let topic = topic("from_rust");
-    let (mut child, mut out) = spawn(&exe, &["sub", &topic, "5"]);
-    assert_eq!(line(&mut out), "READY\n");
+    let mut child = Program::start(&exe, &["sub", &topic, "5"]);
+    assert_eq!(child.line(), "READY\n");
     let ctx = Context::builder().local_only().create().unwrap();
     let publisher = ctx.create_node("rust_pub").unwrap().create_publisher::<Image>(&topic, QoS::keep_last(10)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -133,8 +111,8 @@ fn a_rust_publisher_reaches_a_cpp_subscription_in_another_process() {
         image.encoding = "bgra8".into();
         publisher.publish(image).unwrap();
     }
-    let lines: Vec<String> = (0..5).map(|_| line(&mut out)).collect();
-    assert!(child.0.wait().unwrap().success(), "the C++ subscriber failed: {lines:?}");
+    let lines: Vec<String> = (0..5).map(|_| child.line()).collect();
+    child.finish(&format!("the C++ subscriber, after {lines:?},"));
     common::remove(&exe);
     let expected: Vec<String> = (0..5).map(|k| format!("GOT {k} shm shm\n")).collect();
     assert_eq!(lines, expected);
@@ -147,8 +125,8 @@ fn a_rust_publisher_reaches_a_cpp_subscription_in_another_process() {
 fn a_killed_cpp_subscriber_holding_samples_stops_nobody() {
     let exe = common::compile("c++", &["-std=c++17"], "cpp/pubsub.cpp");
     let topic = topic("killed");
-    let (mut child, mut out) = spawn(&exe, &["hold", &topic]);
-    assert_eq!(line(&mut out), "READY\n");
+    let mut child = Program::start(&exe, &["hold", &topic]);
+    assert_eq!(child.line(), "READY\n");
     let ctx = Context::builder().local_only().create().unwrap();
     let node = ctx.create_node("rust_side").unwrap();
     let publisher = node.create_publisher::<Image>(&topic, QoS::keep_last(4)).unwrap();
@@ -170,10 +148,9 @@ fn a_killed_cpp_subscriber_holding_samples_stops_nobody() {
         send(k);
     }
     for k in 0..3 {
-        assert_eq!(line(&mut out), format!("HELD {k}\n"));
+        assert_eq!(child.line(), format!("HELD {k}\n"));
     }
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+    child.kill();
     for k in 3..40 {
         send(k);
     }

@@ -3,47 +3,17 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use freight::msgs::std_srvs::{SetBool, SetBool_Request, SetBool_Response};
 use freight::Context;
 use freight_testkit::{skip, Lack};
 
+use common::Program;
+
 fn service_name(name: &str) -> String {
     format!("/cpp_{name}_{}", std::process::id())
-}
-
-/// A child process that is killed if the test ends first (a failed assert).
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The C++ program with `args`, its stdout read line by line; a server
-/// exits when its stdin closes ([`finish`]).
-fn spawn(exe: &std::path::Path, args: &[&str]) -> (Running, BufReader<ChildStdout>) {
-    let mut child =
-        Command::new(exe).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("starting services");
-    let out = BufReader::new(child.stdout.take().expect("piped"));
-    (Running(child), out)
-}
-
-/// Closes the program's stdin and checks that it exits with success.
-fn finish(mut child: Running) {
-    drop(child.0.stdin.take());
-    assert!(child.0.wait().unwrap().success());
-}
-
-fn line(out: &mut BufReader<ChildStdout>) -> String {
-    let mut l = String::new();
-    out.read_line(&mut l).expect("reading the program's output");
-    l
 }
 
 #[test]
@@ -68,20 +38,20 @@ fn cpp_services_and_clients_answer_time_out_and_fail_as_rclcpp_users_expect() {
 fn a_rust_client_calls_a_cpp_service_in_another_process() {
     let exe = common::compile("c++", &["-std=c++17"], "cpp/services.cpp");
     let name = service_name("rust_calls");
-    let (child, mut out) = spawn(&exe, &["serve", &name, "2"]);
-    assert_eq!(line(&mut out), "READY\n");
+    let mut server = Program::start(&exe, &["serve", &name, "2"]);
+    assert_eq!(server.line(), "READY\n");
 
     let node = Context::builder().local_only().create().unwrap().create_node("rust_client").unwrap();
     let client = node.create_client::<SetBool>(&name).unwrap();
     assert!(client.wait_for_service(Duration::from_secs(10)), "the C++ service did not appear");
-    let pid = child.0.id();
+    let pid = server.id();
     for data in [true, false] {
         let reply = client.call(SetBool_Request { data }, Duration::from_secs(10)).unwrap();
         let expected = format!("cpp {pid} {}", if data { "on" } else { "off" });
         assert_eq!((reply.success, reply.message.as_str()), (data, expected.as_str()));
     }
-    assert_eq!(line(&mut out), "served 2\n");
-    finish(child);
+    assert_eq!(server.line(), "served 2\n");
+    server.finish("the C++ service");
     common::remove(&exe);
 }
 
@@ -96,7 +66,7 @@ fn a_cpp_client_calls_a_rust_service_in_another_process() {
             message: format!("rust {}", request.data),
         })
         .unwrap();
-    let (child, mut out) = spawn(&exe, &["call", &name]);
+    let mut client = Program::start(&exe, &["call", &name]);
     let mut served = 0;
     for _ in 0..100 {
         served += service.serve(Duration::from_millis(100)).unwrap();
@@ -105,8 +75,8 @@ fn a_cpp_client_calls_a_rust_service_in_another_process() {
         }
     }
     assert_eq!(served, 1, "the C++ client's request did not come");
-    assert_eq!(line(&mut out), "reply 1 rust true\n");
-    finish(child);
+    assert_eq!(client.line(), "reply 1 rust true\n");
+    client.finish("the C++ client");
     common::remove(&exe);
 }
 
@@ -119,8 +89,8 @@ fn a_python_client_calls_a_cpp_service_in_another_process() {
     };
     let exe = common::compile("c++", &["-std=c++17"], "cpp/services.cpp");
     let name = service_name("python_calls");
-    let (child, mut out) = spawn(&exe, &["serve", &name, "1"]);
-    assert_eq!(line(&mut out), "READY\n");
+    let mut server = Program::start(&exe, &["serve", &name, "1"]);
+    assert_eq!(server.line(), "READY\n");
     let script = r#"
 import sys
 import freight
@@ -134,9 +104,9 @@ print(response.success, response.message)
     let ran = Command::new(&python).args(["-c", script, &name]).output().expect("running python");
     let stdout = String::from_utf8_lossy(&ran.stdout);
     assert!(ran.status.success(), "python failed: {stdout}{}", String::from_utf8_lossy(&ran.stderr));
-    assert_eq!(stdout, format!("True cpp {} on\n", child.0.id()));
-    assert_eq!(line(&mut out), "served 1\n");
-    finish(child);
+    assert_eq!(stdout, format!("True cpp {} on\n", server.id()));
+    assert_eq!(server.line(), "served 1\n");
+    server.finish("the C++ service");
     common::remove(&exe);
 }
 

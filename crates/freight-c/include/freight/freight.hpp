@@ -340,6 +340,19 @@ inline std::exception_ptr &callback_exception() {
   return pending;
 }
 
+// Runs a callback's body for the C ABI: whether it returned; an exception
+// it threw is kept for the Executor call to rethrow.
+template <typename F>
+bool run_callback(F &&body) noexcept {
+  try {
+    body();
+    return true;
+  } catch (...) {
+    callback_exception() = std::current_exception();
+    return false;
+  }
+}
+
 }  // namespace detail
 
 // A subscription whose messages go to a callback when an Executor that its
@@ -353,14 +366,7 @@ public:
 private:
   friend class Node;
   static bool trampoline(freight_sample *raw, void *user_data) noexcept {
-    try {
-      const Sample<T> sample = Sample<T>::from(raw);
-      (*static_cast<Callback *>(user_data))(sample);
-      return true;
-    } catch (...) {
-      detail::callback_exception() = std::current_exception();
-      return false;
-    }
+    return detail::run_callback([&] { (*static_cast<Callback *>(user_data))(Sample<T>::from(raw)); });
   }
   explicit CallbackSubscription(Callback callback) : callback_(std::make_unique<Callback>(std::move(callback))) {}
   // Declared first, destroyed last: the handle goes (and the callback with
@@ -425,18 +431,13 @@ private:
   friend class Node;
   static bool trampoline(freight_sample *raw, freight_request_id id, const freight_service_server *server,
                          void *user_data) noexcept {
-    try {
-      const Sample<Request> request = Sample<Request>::from(raw);
-      const Response response = (*static_cast<Callback *>(user_data))(request);
+    return detail::run_callback([&] {
+      const Response response = (*static_cast<Callback *>(user_data))(Sample<Request>::from(raw));
       detail::check(detail::send_split(response, [&](const std::uint8_t *fields, std::size_t len,
                                                      const freight_buffer *buffers, std::size_t count) {
         return freight_service_server_send_response(server, id, fields, len, buffers, count);
       }));
-      return true;
-    } catch (...) {
-      detail::callback_exception() = std::current_exception();
-      return false;
-    }
+    });
   }
 
   explicit Service(Callback callback) : callback_(std::make_unique<Callback>(std::move(callback))) {}

@@ -2,8 +2,9 @@
 // Each test file is a crate of its own and uses part of this module.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `target/release` (or `debug`), where cargo puts `libfreight_c.so`: two
@@ -85,4 +86,59 @@ pub fn cmake_build(source: &Path, build: &Path, prefix: &Path) {
         .expect("running cmake");
     ok("cmake (configure)", configured);
     ok("cmake --build", Command::new("cmake").arg("--build").arg(build).output().unwrap());
+}
+
+/// A program a test runs, its stdout read line by line; killed if the test
+/// ends first (a failed assert).
+pub struct Program {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Program {
+    /// Starts `exe` with `args`, its stdin and stdout piped.
+    pub fn start(exe: &Path, args: &[&str]) -> Program {
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", exe.display()));
+        let out = BufReader::new(child.stdout.take().expect("piped"));
+        Program { child, out }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its next line of output.
+    pub fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.out.read_line(&mut l).expect("reading the program's output");
+        l
+    }
+
+    /// Closes its stdin (a program that waits for that exits), waits for it
+    /// to exit with success and returns the rest of its output.
+    pub fn finish(mut self, what: &str) -> String {
+        drop(self.child.stdin.take());
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).expect("reading the program's output");
+        assert!(self.child.wait().unwrap().success(), "{what} failed:\n{rest}");
+        rest
+    }
+
+    /// Kills it and waits for it to end.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,6 +1,8 @@
 // The C++17 API: RAII handles, rclcpp's names, freight::Error. Prints what
 // the Rust test (tests/programs.rs) checks; exits non-zero at the first
 // surprise.
+#include "check.hpp"
+
 #include <freight/freight.hpp>
 
 #include <cstdlib>
@@ -12,14 +14,6 @@
 static_assert(std::is_base_of_v<std::runtime_error, freight::Error>);
 static_assert(!std::is_copy_constructible_v<freight::Node> && std::is_move_constructible_v<freight::Node>);
 static_assert(!std::is_copy_constructible_v<freight::Context> && std::is_move_constructible_v<freight::Context>);
-
-#define EXPECT(cond)                                                              \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::cerr << __FILE__ << ":" << __LINE__ << ": " #cond " failed\n";         \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
 
 int main() {
   freight::ContextOptions options;

@@ -5,6 +5,8 @@
 //   pubsub sub TOPIC N     takes N images and checks every byte
 //   pubsub hold TOPIC      takes images and keeps them all, until killed
 // All on local-only contexts: shared memory, nothing on the network.
+#include "check.hpp"
+
 #include <freight/freight.hpp>
 #include <freight/msgs/sensor_msgs.hpp>
 #include <freight/msgs/std_msgs.hpp>
@@ -20,20 +22,6 @@
 using freight::msgs::sensor_msgs::Image;
 using freight::msgs::std_msgs::UInt8MultiArray;
 using namespace std::chrono_literals;
-
-#define EXPECT(cond)                                                      \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::cerr << __FILE__ << ":" << __LINE__ << ": " #cond " failed\n"; \
-      std::exit(1);                                                       \
-    }                                                                     \
-  } while (0)
-
-static freight::Context local_context() {
-  freight::ContextOptions options;
-  options.local_only = true;
-  return freight::Context(options);
-}
 
 // Frame k of a stream: width × height bgra8, every byte a function of k and
 // its place, so a receiver can check all of them.

@@ -4,6 +4,8 @@
 //                          when stdin closes
 //   services call NAME     calls SetBool on NAME (waiting for a server) and prints the reply
 // All on local-only contexts: shared memory, nothing on the network.
+#include "check.hpp"
+
 #include <freight/freight.hpp>
 #include <freight/msgs/std_srvs.hpp>
 
@@ -18,20 +20,6 @@
 using freight::msgs::std_srvs::SetBool;
 using freight::msgs::std_srvs::Trigger;
 using namespace std::chrono_literals;
-
-#define EXPECT(cond)                                                      \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::cerr << __FILE__ << ":" << __LINE__ << ": " #cond " failed\n"; \
-      std::exit(1);                                                       \
-    }                                                                     \
-  } while (0)
-
-static freight::Context local_context() {
-  freight::ContextOptions options;
-  options.local_only = true;
-  return freight::Context(options);
-}
 
 // What every server here answers: says who answered and what it was asked.
 static SetBool::Response answer(const freight::Sample<SetBool::Request> &request) {
