@@ -34,10 +34,30 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"])' \
         | while read -r exe; do cp "$exe" "$PACK/tests/"; done
-    strip "$PACK/freight" "$PACK"/tests/*
+    # The C++ API's device-memory program (crates/freight-c/tests/cpp/devices.cpp),
+    # next to the library it finds through its RPATH.
+    cp target/release/libfreight_c.so "$PACK/"
+    c++ -std=c++17 -O2 -Icrates/freight-c/include crates/freight-c/tests/cpp/devices.cpp -o "$PACK/cpp-devices" \
+        -L"$PACK" -lfreight_c -Wl,-rpath,'$ORIGIN'
+    strip "$PACK/freight" "$PACK"/tests/* "$PACK/cpp-devices"
     # The simulated-driver test compiles its C source from the path it was built at.
     pwd >"$PACK/built-in"
     du -sh "$PACK"
+}
+
+# The C++ device program: a subscriber and a publisher process moving three
+# 1 MiB messages in CUDA memory through device pointers.
+cpp_devices() {
+    local exe=$1 topic=/gpu_check_cpp_$$ out
+    out=$(mktemp)
+    "$exe" sub "$topic" 3 1048576 >"$out" &
+    local sub=$!
+    sleep 1
+    # The publisher stays until its stdin closes: time for the subscriber to take all.
+    { sleep 3; } | "$exe" pub "$topic" 3 1048576 || return 1
+    wait "$sub" || return 1
+    cat "$out"
+    [ "$(grep -c ' cuda ok$' "$out")" = 3 ]
 }
 
 run() {
@@ -78,6 +98,8 @@ run() {
         fi
     done
     step sanitize-test_cuda "${sanitize[@]}" "$py" -m pytest -q -rs -p no:cacheprovider python/tests/test_cuda.py
+    export -f cpp_devices
+    step cpp-devices bash -c 'cpp_devices "$0"' "$PACK/cpp-devices"
 
     if [ -f "$out/demo.log" ]; then
         echo "== demo table"

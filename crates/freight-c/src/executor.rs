@@ -120,7 +120,7 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
         // SAFETY (both): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos)?;
+        let subscription = (maker.subscription)(node.node(), topic, qos, Default::default())?;
         let entry: Arc<dyn Dispatch> =
             Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);

@@ -54,7 +54,8 @@ pub use executor::{
 };
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
 pub use publisher::{
-    freight_loan_backend, freight_loan_buffer, freight_loan_destroy, freight_publisher_create,
+    freight_loan_backend, freight_loan_buffer, freight_loan_destroy, freight_loan_device_buffer,
+    freight_loan_set_write_stream, freight_publisher_create, freight_publisher_create_with_backend,
     freight_publisher_destroy, freight_publisher_loan, freight_publisher_publish_copy, freight_publisher_publish_loan,
     freight_publisher_subscription_count, FreightBuffer, FreightLoan, FreightPublisher,
 };
@@ -68,8 +69,8 @@ pub use service::{
     FreightRequestCallback, FreightRequestId, FreightServiceServer,
 };
 pub use subscription::{
-    freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_fields,
-    freight_sample_info, freight_subscription_create, freight_subscription_destroy,
-    freight_subscription_publisher_count, freight_subscription_take, FreightMessageInfo, FreightSample,
-    FreightSubscription,
+    freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_device_buffer,
+    freight_sample_fields, freight_sample_info, freight_sample_order_on_stream, freight_subscription_create,
+    freight_subscription_create_accepting, freight_subscription_destroy, freight_subscription_publisher_count,
+    freight_subscription_take, FreightMessageInfo, FreightSample, FreightSubscription,
 };

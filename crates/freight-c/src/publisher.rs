@@ -5,7 +5,9 @@
 
 use std::ffi::c_char;
 
-use crate::error::{destroy, guard, hand_out, handle, write_range, Failure, Status};
+use freight_msg::BackendKind;
+
+use crate::error::{destroy, guard, hand_out, handle, str_arg, write_range, Failure, Status};
 use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
 use crate::types::{AnyLoan, AnyPublisher};
@@ -78,8 +80,42 @@ pub unsafe extern "C" fn freight_publisher_create(
     guard(|| {
         // SAFETY (both): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let publisher = (maker.publisher)(node.node(), topic, qos)?;
+        let publisher = (maker.publisher)(node.node(), topic, qos, Default::default())?;
         unsafe { hand_out(out, FreightPublisher(publisher)) }
+    })
+}
+
+/// Creates a publisher as [`freight_publisher_create`] does, whose loans
+/// lend memory of `backend` (`"shm"`, the default; `"cuda"`, `"cuda-host"`,
+/// `"fake-device"`). Fails with `FREIGHT_ERROR_CREATE`, saying why, when this
+/// process cannot use the backend (no driver, no device).
+///
+/// # Safety
+/// As [`freight_publisher_create`]; `backend` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn freight_publisher_create_with_backend(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    backend: *const c_char,
+    out: *mut *mut FreightPublisher,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+        let backend = backend_arg(unsafe { str_arg(backend, "the backend") }?)?;
+        let options = freight::PublisherOptions { backend, ..Default::default() };
+        let publisher = (maker.publisher)(node.node(), topic, qos, options)?;
+        unsafe { hand_out(out, FreightPublisher(publisher)) }
+    })
+}
+
+/// The backend named `name`, or an error that lists the names.
+pub(crate) fn backend_arg(name: &str) -> Result<BackendKind, Failure> {
+    BackendKind::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
+        Failure::new(Status::InvalidArgument, format!("no backend is named {name:?}: one of {}", names.join(", ")))
     })
 }
 
@@ -160,6 +196,57 @@ pub unsafe extern "C" fn freight_loan_buffer(
             )
         })?;
         unsafe { write_range(data, len, (ptr, n)) }
+    })
+}
+
+/// Buffer `index` of `loan` as a device addresses it (a `CUdeviceptr`: the
+/// device memory of a `cuda` loan, or `cuda-host` memory mapped for the
+/// device) and its length: for kernels and copies that write it. Fails with
+/// `FREIGHT_ERROR_LOAN` for memory no device reaches.
+///
+/// # Safety
+/// `loan` is null or live; `device_ptr` and `len` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_loan_device_buffer(
+    loan: *const FreightLoan,
+    index: usize,
+    device_ptr: *mut u64,
+    len: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let loan = unsafe { handle(loan, "the loan") }?;
+        let (&(_, n), &device) = loan.0.buffers.get(index).zip(loan.0.device.get(index)).ok_or_else(|| {
+            Failure::new(
+                Status::InvalidArgument,
+                format!("the loan has {} buffer(s), not {}", loan.0.buffers.len(), index + 1),
+            )
+        })?;
+        let device = device.ok_or_else(|| {
+            Failure::new(
+                Status::Loan,
+                format!("buffer {index} is {} memory, which no device addresses", loan.0.backend),
+            )
+        })?;
+        unsafe { write_range(device_ptr, len, (device, n)) }
+    })
+}
+
+/// Names the stream (a `CUstream`, or a `cudaStream_t` cast to an integer;
+/// 0 the legacy default stream) that the kernels and copies writing the
+/// loan's device buffers went to: publishing orders every reader after that
+/// stream's work without blocking the host. Buffers the CPU writes ignore it.
+///
+/// # Safety
+/// `loan` is null or live and not used by another thread meanwhile.
+#[no_mangle]
+pub unsafe extern "C" fn freight_loan_set_write_stream(loan: *mut FreightLoan, stream: u64) -> Status {
+    guard(|| {
+        // SAFETY: as the caller promised.
+        let loan = unsafe { loan.as_mut() }
+            .ok_or_else(|| Failure::new(Status::InvalidArgument, "the loan is a null pointer"))?;
+        loan.0.write_stream = Some(stream);
+        Ok(())
     })
 }
 

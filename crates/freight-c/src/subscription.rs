@@ -8,10 +8,11 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use freight_msg::BackendKind;
+use freight_msg::{BackendKind, BackendSet};
 
-use crate::error::{destroy, guard, hand_out, handle, write_range, Failure, Status};
+use crate::error::{destroy, guard, hand_out, handle, str_arg, write_range, Failure, Status};
 use crate::node::{endpoint_args, FreightNode};
+use crate::publisher::backend_arg;
 use crate::qos::FreightQos;
 use crate::types::{AnySample, AnySubscription};
 
@@ -68,7 +69,47 @@ pub unsafe extern "C" fn freight_subscription_create(
     guard(|| {
         // SAFETY (both): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos)?;
+        let subscription = (maker.subscription)(node.node(), topic, qos, Default::default())?;
+        unsafe { hand_out(out, FreightSubscription(subscription)) }
+    })
+}
+
+/// Creates a subscription as [`freight_subscription_create`] does, which
+/// takes the memory of each of `backends[0..count]` as it is (`"cuda"`:
+/// device memory of publishers on this process's device, `"cuda-host"`,
+/// `"fake-device"`; `"cpu"` is always taken; none: `cpu` and `shm`, as
+/// [`freight_subscription_create`]); for any other it receives a host copy. Fails with `FREIGHT_ERROR_CREATE`, saying why, when this
+/// process cannot use one of them.
+///
+/// # Safety
+/// As [`freight_subscription_create`]; `backends` is null or points to
+/// `count` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn freight_subscription_create_accepting(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    backends: *const *const c_char,
+    count: usize,
+    out: *mut *mut FreightSubscription,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+        let names: &[*const c_char] = if count == 0 {
+            &[]
+        } else if backends.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the backends are a null pointer"));
+        } else {
+            unsafe { std::slice::from_raw_parts(backends, count) }
+        };
+        let kinds =
+            names.iter().map(|&n| backend_arg(unsafe { str_arg(n, "a backend") }?)).collect::<Result<Vec<_>, _>>()?;
+        // None: the default, as freight_subscription_create's.
+        let accepted_backends = (!kinds.is_empty()).then(|| BackendSet::of(&kinds));
+        let options = freight::SubscriptionOptions { accepted_backends, ..Default::default() };
+        let subscription = (maker.subscription)(node.node(), topic, qos, options)?;
         unsafe { hand_out(out, FreightSubscription(subscription)) }
     })
 }
@@ -171,6 +212,56 @@ pub unsafe extern "C" fn freight_sample_buffer(
             )
         })?;
         unsafe { write_range(data, len, (ptr, n)) }
+    })
+}
+
+/// Buffer `index` of the sample as a device addresses it (a `CUdeviceptr`)
+/// and its length: for kernels that read it, after
+/// [`freight_sample_order_on_stream`]. Fails with `FREIGHT_ERROR_TAKE` for
+/// memory no device reaches.
+///
+/// # Safety
+/// `sample` is null or live; `device_ptr` and `len` are null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_device_buffer(
+    sample: *const FreightSample,
+    index: usize,
+    device_ptr: *mut u64,
+    len: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        let (&(_, n), &device) = sample.0.buffers.get(index).zip(sample.0.device.get(index)).ok_or_else(|| {
+            Failure::new(
+                Status::InvalidArgument,
+                format!("the sample has {} buffer(s), not {}", sample.0.buffers.len(), index + 1),
+            )
+        })?;
+        let device = device.ok_or_else(|| {
+            Failure::new(
+                Status::Take,
+                format!("buffer {index} is {} memory, which no device addresses", sample.0.info.backend),
+            )
+        })?;
+        unsafe { write_range(device_ptr, len, (device, n)) }
+    })
+}
+
+/// Orders the work later submitted to `stream` (a `CUstream`, or a
+/// `cudaStream_t` cast to an integer; 0 the legacy default stream) after
+/// the publisher's writes to every device buffer of the sample, without
+/// blocking the host: call it before launching kernels that read them.
+/// Host memory needs no ordering.
+///
+/// # Safety
+/// `sample` is null or live.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_order_on_stream(sample: *const FreightSample, stream: u64) -> Status {
+    guard(|| {
+        // SAFETY: as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        sample.0.order_on_stream(stream)
     })
 }
 

@@ -14,8 +14,8 @@ use std::any::Any;
 use std::time::Duration;
 
 use freight::{
-    Client, Loan, LoanUninit, Message, Node, PendingCall, Publisher, QoS, RequestId, Sample, ServiceServer,
-    Subscription, WaitSet,
+    Client, Loan, LoanUninit, Message, Node, PendingCall, Publisher, PublisherOptions, QoS, RequestId, Sample,
+    ServiceServer, Subscription, SubscriptionOptions, WaitSet,
 };
 use freight_msg::{
     BackendKind, BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo, EncodeError, RawBuffer,
@@ -43,7 +43,13 @@ pub(crate) struct AnyLoan {
     loan: Box<dyn Any + Send>,
     /// Each buffer: its address (null for device memory) and length.
     pub(crate) buffers: Vec<(*mut u8, usize)>,
+    /// Each buffer's device address, where a device reaches it (`cuda`,
+    /// `cuda-host`).
+    pub(crate) device: Vec<Option<u64>>,
     pub(crate) backend: BackendKind,
+    /// The stream the writes to its device buffers went to, applied when it
+    /// is published.
+    pub(crate) write_stream: Option<u64>,
 }
 
 // SAFETY: the addresses point into the loan, which is `Send`; they are only
@@ -68,27 +74,47 @@ pub(crate) struct AnySample {
     pub(crate) fields: Vec<u8>,
     /// Each buffer: its host address (null for device memory) and length.
     pub(crate) buffers: Vec<(*const u8, usize)>,
+    /// Each buffer's device address, where a device reaches it.
+    pub(crate) device: Vec<Option<u64>>,
+    /// The buffers themselves, to order a stream after their writers.
+    raws: Vec<RawBuffer>,
     pub(crate) info: freight::MessageInfo,
+}
+
+impl AnySample {
+    /// Orders work later submitted to `stream` after the writes of every
+    /// device buffer of the message (host memory needs none).
+    pub(crate) fn order_on_stream(&self, stream: u64) -> Result<(), Failure> {
+        for (i, raw) in self.raws.iter().enumerate() {
+            raw.order_on_stream(stream)
+                .map_err(|e| Failure::new(Status::Take, format!("ordering a stream after buffer {i}: {e}")))?;
+        }
+        Ok(())
+    }
 }
 
 // SAFETY: the addresses point into the sample's buffers, which are `Send`.
 unsafe impl Send for AnySample {}
 
-/// Makes an endpoint of one type: on a node, a topic, with a QoS.
-type Make<E> = fn(&Node, &str, QoS) -> Result<Box<E>, Failure>;
+/// Makes an endpoint of one type: on a node, a topic, with a QoS and options.
+type Make<E, O> = fn(&Node, &str, QoS, O) -> Result<Box<E>, Failure>;
 
 /// Makes publishers and subscriptions of one type.
 pub(crate) struct EndpointMaker {
-    pub(crate) publisher: Make<dyn AnyPublisher>,
-    pub(crate) subscription: Make<dyn AnySubscription>,
+    pub(crate) publisher: Make<dyn AnyPublisher, PublisherOptions>,
+    pub(crate) subscription: Make<dyn AnySubscription, SubscriptionOptions>,
 }
 
 /// The maker of the built-in type `type_name`.
 pub(crate) fn maker(type_name: &str) -> Result<EndpointMaker, Failure> {
     fn of<M: Message>() -> EndpointMaker {
         EndpointMaker {
-            publisher: |node, topic, qos| Ok(Box::new(node.create_publisher::<M>(topic, qos)?)),
-            subscription: |node, topic, qos| Ok(Box::new(node.create_subscription::<M>(topic, qos)?)),
+            publisher: |node, topic, qos, options| {
+                Ok(Box::new(node.create_publisher_with_options::<M>(topic, qos, options)?))
+            },
+            subscription: |node, topic, qos, options| {
+                Ok(Box::new(node.create_subscription_with_options::<M>(topic, qos, options)?))
+            },
         }
     }
     macro_rules! dispatch {
@@ -222,6 +248,7 @@ impl<M: Message> AnyPublisher for Publisher<M> {
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
         let mut loan: LoanUninit<M> = self.loan_buffers(lens)?;
         let backend = loan.backend();
+        let device = (0..lens.len()).map(|i| loan.device_view(i).map(|v| v.ptr)).collect();
         let buffers = (0..lens.len())
             .map(|i| {
                 let len = loan.buffer_len(i).unwrap_or(0);
@@ -229,14 +256,18 @@ impl<M: Message> AnyPublisher for Publisher<M> {
                 (ptr, len)
             })
             .collect();
-        Ok(AnyLoan { loan: Box::new(loan), buffers, backend })
+        Ok(AnyLoan { loan: Box::new(loan), buffers, device, backend, write_stream: None })
     }
 
     fn publish(&self, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {
-        let loan = loan
+        let write_stream = loan.write_stream;
+        let mut loan = loan
             .loan
             .downcast::<LoanUninit<M>>()
             .map_err(|_| Failure::new(Status::InvalidArgument, format!("the loan is not one of {}", M::TYPE_NAME)))?;
+        if let Some(stream) = write_stream {
+            loan.set_write_stream(stream);
+        }
         // SAFETY: the C ABI's contract: the caller wrote every byte of every
         // buffer before publishing (C++'s typestate: only a written loan).
         let mut loan: Loan<M> = unsafe { loan.assume_init() };
@@ -275,11 +306,12 @@ impl<M: Message> AnySubscription for Subscription<M> {
 /// the buffers' memory, which the sample keeps.
 fn split<M: Message>(sample: Sample<M>) -> Result<AnySample, Failure> {
     let mut w = CdrWriter::new();
-    let mut enc = Ordinals { buffers: Vec::new() };
+    let mut enc = Ordinals::default();
     sample.write(&mut w, &mut enc).map_err(|e| Failure::new(Status::Internal, e.to_string()))?;
     let info = *sample.info();
     let sample: Box<dyn Any + Send> = Box::new(sample);
-    Ok(AnySample { _sample: sample, fields: w.finish(), buffers: enc.buffers, info })
+    let Ordinals { buffers, device, raws } = enc;
+    Ok(AnySample { _sample: sample, fields: w.finish(), buffers, device, raws, info })
 }
 
 /// Decodes `M` from small-field CDR with buffer ordinals, each buffer a copy
@@ -335,8 +367,11 @@ impl BufferDecoder for FromOrdinals<'_> {
 }
 
 /// Writes each buffer field as its ordinal, noting its memory.
+#[derive(Default)]
 struct Ordinals {
     buffers: Vec<(*const u8, usize)>,
+    device: Vec<Option<u64>>,
+    raws: Vec<RawBuffer>,
 }
 
 impl BufferEncoder for Ordinals {
@@ -344,6 +379,8 @@ impl BufferEncoder for Ordinals {
         w.write_u32(self.buffers.len() as u32);
         let ptr = buf.host_bytes().map_or(std::ptr::null(), <[u8]>::as_ptr);
         self.buffers.push((ptr, buf.len_bytes()));
+        self.device.push(buf.device_view().map(|v| v.ptr));
+        self.raws.push(buf.clone());
         Ok(())
     }
 }

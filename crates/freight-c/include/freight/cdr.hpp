@@ -28,6 +28,8 @@ namespace freight {
 // points): read-only, shared on copy, and either owned (assigned from a
 // std::vector) or a view of memory kept alive with it (a received sample's
 // shared memory, a loan). data() and size() make it a std::span<const T>.
+// In device memory (a "cuda" sample or loan) data() is nullptr and
+// device_ptr() the device's address of the elements.
 template <typename T>
 class Buffer {
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "a Buffer holds numbers");
@@ -48,14 +50,21 @@ public:
 
   Buffer &operator=(std::vector<T> elements) { return *this = Buffer(std::move(elements)); }
 
-  // `size` elements at `data`, valid while `keep` lives.
-  static Buffer view(const T *data, std::size_t size, std::shared_ptr<const void> keep) {
+  // `size` elements at `data` (the host's address, nullptr for device
+  // memory) and `device` (a device's address, 0 for none), valid while
+  // `keep` lives.
+  static Buffer view(const T *data, std::size_t size, std::shared_ptr<const void> keep, std::uint64_t device = 0) {
     Buffer b;
     b.data_ = data;
     b.size_ = size;
     b.keep_ = std::move(keep);
+    b.device_ = device;
     return b;
   }
+
+  // Where a device addresses the elements (a CUdeviceptr, usable as a
+  // CUDA runtime pointer); nullptr when no device does.
+  void *device_ptr() const noexcept { return reinterpret_cast<void *>(static_cast<std::uintptr_t>(device_)); }
 
   const T *data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
@@ -67,8 +76,19 @@ public:
   // A copy of the elements.
   std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
 
+  // Equal elements; two buffers in device memory are equal only if they
+  // are the same memory (the host cannot read them).
   friend bool operator==(const Buffer &a, const Buffer &b) {
-    return a.size_ == b.size_ && (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_ * sizeof(T)) == 0);
+    if (a.size_ != b.size_) {
+      return false;
+    }
+    if (a.size_ == 0) {
+      return true;
+    }
+    if (a.data_ == nullptr || b.data_ == nullptr) {
+      return a.data_ == b.data_ && a.device_ == b.device_;
+    }
+    return std::memcmp(a.data_, b.data_, a.size_ * sizeof(T)) == 0;
   }
   friend bool operator!=(const Buffer &a, const Buffer &b) { return !(a == b); }
 
@@ -76,6 +96,7 @@ private:
   const T *data_ = nullptr;
   std::size_t size_ = 0;
   std::shared_ptr<const void> keep_;
+  std::uint64_t device_ = 0;
 };
 
 namespace cdr {
@@ -231,9 +252,10 @@ class BufferSource {
 public:
   virtual ~BufferSource() = default;
   struct Memory {
-    const void *data;
+    const void *data;  // nullptr for device memory
     std::size_t bytes;
     std::shared_ptr<const void> keep;
+    std::uint64_t device = 0;  // where a device addresses it; 0: none
   };
   virtual Memory read(Reader &r, std::size_t element_size) = 0;
 };
@@ -366,7 +388,7 @@ void cdr_read(Reader &r, BufferSource &b, Buffer<T> &buffer) {
   }
   const std::size_t count = m.bytes / sizeof(T);
   if (m.keep) {
-    buffer = Buffer<T>::view(static_cast<const T *>(m.data), count, std::move(m.keep));
+    buffer = Buffer<T>::view(static_cast<const T *>(m.data), count, std::move(m.keep), m.device);
   } else {
     std::vector<T> copy(count);
     if (count > 0) {

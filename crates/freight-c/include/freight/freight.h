@@ -160,6 +160,14 @@ typedef struct freight_buffer {
 freight_status freight_publisher_create(const freight_node *node, const char *type_name, const char *topic,
                                         const freight_qos *qos, freight_publisher **out);
 
+/* A publisher whose loans lend memory of `backend`: "shm" (the default),
+ * "cuda" (device memory of this process's device), "cuda-host" (page-locked
+ * shared memory mapped for it) or "fake-device". FREIGHT_ERROR_CREATE, saying
+ * why, when this process cannot use it (no driver, no device). */
+freight_status freight_publisher_create_with_backend(const freight_node *node, const char *type_name,
+                                                     const char *topic, const freight_qos *qos, const char *backend,
+                                                     freight_publisher **out);
+
 /* Publishes the message whose small fields are the CDR `fields` (buffer
  * fields as ordinals) and whose buffers are buffers[0..count], each copied
  * into a Rust buffer and then into the frame (two copies; a loan makes none). */
@@ -173,6 +181,18 @@ freight_status freight_publisher_loan(const freight_publisher *publisher, const 
 /* Buffer `index` of the loan: its first byte (NULL for device memory) and
  * length. The memory is not initialised: write all of it before publishing. */
 freight_status freight_loan_buffer(const freight_loan *loan, size_t index, uint8_t **data, size_t *len);
+
+/* Buffer `index` as a device addresses it (a CUdeviceptr: "cuda" device
+ * memory, or "cuda-host" memory mapped for the device) and its length, for
+ * the kernels and copies that write it; FREIGHT_ERROR_LOAN for memory no
+ * device reaches. No CUDA header is needed: the address is an integer. */
+freight_status freight_loan_device_buffer(const freight_loan *loan, size_t index, uint64_t *device_ptr, size_t *len);
+
+/* The stream (a CUstream, or a cudaStream_t cast to an integer; 0 the legacy
+ * default stream) the writes to the loan's device buffers went to:
+ * publishing orders every reader after that stream's work, without blocking
+ * the host. Buffers the CPU writes ignore it. */
+freight_status freight_loan_set_write_stream(freight_loan *loan, uint64_t stream);
 
 /* The memory the loan lends ("shm", "cpu", "cuda", ...): a static string. */
 const char *freight_loan_backend(const freight_loan *loan);
@@ -208,6 +228,16 @@ typedef struct freight_message_info {
 freight_status freight_subscription_create(const freight_node *node, const char *type_name, const char *topic,
                                            const freight_qos *qos, freight_subscription **out);
 
+/* A subscription that takes the memory of each of backends[0..count] as it
+ * is ("cuda": device memory of publishers on this process's device,
+ * "cuda-host", "fake-device"; "cpu" always; count 0: "cpu" and "shm", the
+ * default); for any other it receives a host copy. FREIGHT_ERROR_CREATE, saying why, when this process cannot use
+ * one of them. */
+freight_status freight_subscription_create_accepting(const freight_node *node, const char *type_name,
+                                                     const char *topic, const freight_qos *qos,
+                                                     const char *const *backends, size_t count,
+                                                     freight_subscription **out);
+
 /* The next message, waiting up to timeout_ns (0: only look); *out is NULL
  * when none came in time (still FREIGHT_OK). */
 freight_status freight_subscription_take(const freight_subscription *subscription, uint64_t timeout_ns,
@@ -227,6 +257,18 @@ size_t freight_sample_buffer_count(const freight_sample *sample);
 /* Buffer `index`: its first byte (NULL for device memory) and length;
  * read-only, valid while the sample lives. */
 freight_status freight_sample_buffer(const freight_sample *sample, size_t index, const uint8_t **data, size_t *len);
+
+/* Buffer `index` as a device addresses it (a CUdeviceptr) and its length,
+ * for kernels that read it after freight_sample_order_on_stream;
+ * FREIGHT_ERROR_TAKE for memory no device reaches. */
+freight_status freight_sample_device_buffer(const freight_sample *sample, size_t index, uint64_t *device_ptr,
+                                            size_t *len);
+
+/* Orders the work later submitted to `stream` (as in
+ * freight_loan_set_write_stream) after the publisher's writes to every
+ * device buffer of the sample, without blocking the host: call it before
+ * launching kernels that read them. Host memory needs none. */
+freight_status freight_sample_order_on_stream(const freight_sample *sample, uint64_t stream);
 
 freight_status freight_sample_info(const freight_sample *sample, freight_message_info *info);
 

@@ -107,6 +107,23 @@ private:
 
 namespace detail {
 
+// Where a device addresses buffer `i` of `loan`; throws for memory no device reaches.
+inline void *loan_device_ptr(const freight_loan *loan, std::size_t i) {
+  std::uint64_t ptr = 0;
+  std::size_t len = 0;
+  check(freight_loan_device_buffer(loan, i, &ptr, &len));
+  return reinterpret_cast<void *>(static_cast<std::uintptr_t>(ptr));
+}
+
+// A stream handle (cudaStream_t, CUstream: pointers) as the C ABI's integer.
+inline std::uint64_t stream_id(void *stream) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(stream));
+}
+
+inline void set_write_stream(freight_loan *loan, void *stream) {
+  check(freight_loan_set_write_stream(loan, stream_id(stream)));
+}
+
 // The small fields of `msg` as CDR with its buffers' ordinals, and the buffers.
 template <typename T>
 std::pair<std::vector<std::uint8_t>, std::vector<cdr::OrdinalSink::Noted>> split(const T &msg) {
@@ -165,6 +182,10 @@ public:
   std::size_t size(std::size_t i = 0) const { return buffers_.at(i).second; }
   // The memory it lends: "shm", "cpu" (an in-process hand-over), "cuda", ...
   std::string backend() const { return freight_loan_backend(handle_.get()); }
+  // Where a device addresses buffer `i` (see LoanUninit::device_ptr).
+  void *device_ptr(std::size_t i = 0) const { return detail::loan_device_ptr(handle_.get(), i); }
+  // The stream its device buffers were written on (see LoanUninit).
+  void set_write_stream(void *stream) { detail::set_write_stream(handle_.get(), stream); }
 
 private:
   template <typename>
@@ -189,13 +210,25 @@ public:
   std::uint8_t *data(std::size_t i = 0) const { return buffers_.at(i).first; }
   std::size_t size(std::size_t i = 0) const { return buffers_.at(i).second; }
   std::string backend() const { return freight_loan_backend(handle_.get()); }
+  // Where a device addresses buffer `i`: the device memory of a "cuda" loan,
+  // or "cuda-host" memory mapped for the device. Write it with kernels or
+  // copies (cudaMemcpyAsync), then name their stream with set_write_stream.
+  // Throws freight::Error for memory no device reaches.
+  void *device_ptr(std::size_t i = 0) const { return detail::loan_device_ptr(handle_.get(), i); }
+  // The stream (a cudaStream_t; nullptr the legacy default stream) the
+  // writes to the device buffers went to: publishing orders every reader
+  // after that stream's work, without blocking the host.
+  void set_write_stream(void *stream) { detail::set_write_stream(handle_.get(), stream); }
 
   // The caller wrote every byte of every buffer.
   Loan<T> assume_init() && {
     // T's buffer fields become views of the loan's memory, in field order.
     std::vector<cdr::BufferSource::Memory> views;
-    for (const auto &[ptr, len] : buffers_) {
-      views.push_back(cdr::BufferSource::Memory{ptr, len, keep_});
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+      const auto [ptr, len] = buffers_[i];
+      const std::uint64_t device =
+          ptr == nullptr && len > 0 ? reinterpret_cast<std::uintptr_t>(detail::loan_device_ptr(handle_.get(), i)) : 0;
+      views.push_back(cdr::BufferSource::Memory{ptr, len, keep_, device});
     }
     auto [fields, none] = detail::split(T{});
     T msg = detail::join<T>(fields.data(), fields.size(), std::move(views));
@@ -217,6 +250,22 @@ private:
   std::vector<std::pair<std::uint8_t *, std::size_t>> buffers_;
   // What the views of the loan's memory hold (nothing: the loan is the owner).
   std::shared_ptr<const void> keep_ = std::make_shared<int>(0);
+};
+
+// How a publisher is made (Node::create_publisher).
+struct PublisherOptions {
+  // The memory its loans lend: "shm" (the default), "cuda" (device memory of
+  // this process's device), "cuda-host" (page-locked shared memory mapped for
+  // it), "fake-device" (a simulated device, for tests).
+  std::string backend = "shm";
+};
+
+// How a subscription is made (Node::create_subscription).
+struct SubscriptionOptions {
+  // The memory it takes as it is ("cuda": device memory of publishers on this
+  // process's device, "cuda-host", "fake-device"); "cpu" always. For any
+  // other it receives a host copy. Empty: "cpu" and "shm", the default.
+  std::vector<std::string> accepted_backends;
 };
 
 // Publishes messages of type T on one topic. Moves, does not copy.
@@ -291,21 +340,32 @@ public:
       const std::uint8_t *data = nullptr;
       std::size_t bytes = 0;
       detail::check(freight_sample_buffer(raw, i, &data, &bytes));
+      std::uint64_t device = 0;
       if (data == nullptr && bytes > 0) {
-        throw Error(FREIGHT_ERROR_TAKE, "buffer " + std::to_string(i) +
-                                            " is device memory, which this API cannot view yet");
+        std::size_t device_len = 0;
+        detail::check(freight_sample_device_buffer(raw, i, &device, &device_len));
       }
-      buffers.push_back(cdr::BufferSource::Memory{data, bytes, sample});
+      buffers.push_back(cdr::BufferSource::Memory{data, bytes, sample, device});
     }
     freight_message_info info{};
     detail::check(freight_sample_info(raw, &info));
-    return Sample(detail::join<T>(fields, len, std::move(buffers)), info);
+    return Sample(detail::join<T>(fields, len, std::move(buffers)), info, std::move(sample));
+  }
+
+  // Orders the work later submitted to `stream` (a cudaStream_t; nullptr
+  // the legacy default stream) after the publisher's writes to the
+  // message's device buffers, without blocking the host: call it before
+  // launching kernels that read them (their device_ptr()).
+  void order_on_stream(void *stream) const {
+    detail::check(freight_sample_order_on_stream(raw_.get(), detail::stream_id(stream)));
   }
 
 private:
-  Sample(T msg, freight_message_info info) : msg_(std::move(msg)), info_(info) {}
+  Sample(T msg, freight_message_info info, std::shared_ptr<freight_sample> raw)
+      : msg_(std::move(msg)), info_(info), raw_(std::move(raw)) {}
   T msg_;
   freight_message_info info_;
+  std::shared_ptr<freight_sample> raw_;
 };
 
 // Receives messages of type T from one topic. Moves, does not copy.
@@ -536,7 +596,7 @@ public:
   // callable taking const freight::Sample<T>&) when an Executor this node
   // was added to spins. Keep the returned object: destroying it ends the
   // subscription.
-  template <typename T, typename F>
+  template <typename T, typename F, typename = std::enable_if_t<std::is_invocable_v<F, const Sample<T> &>>>
   CallbackSubscription<T> create_subscription(const std::string &topic, const QoS &qos, F &&callback) const {
     CallbackSubscription<T> sub{typename CallbackSubscription<T>::Callback(std::forward<F>(callback))};
     freight_callback_subscription *raw = nullptr;
@@ -555,11 +615,34 @@ public:
     return Publisher<T>(raw);
   }
 
+  // A publisher of T with options: the memory its loans lend.
+  template <typename T>
+  Publisher<T> create_publisher(const std::string &topic, const QoS &qos, const PublisherOptions &options) const {
+    freight_publisher *raw = nullptr;
+    detail::check(freight_publisher_create_with_backend(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
+                                                        options.backend.c_str(), &raw));
+    return Publisher<T>(raw);
+  }
+
   // A subscription of T on `topic`; take() receives.
   template <typename T>
   Subscription<T> create_subscription(const std::string &topic, const QoS &qos) const {
     freight_subscription *raw = nullptr;
     detail::check(freight_subscription_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
+    return Subscription<T>(raw);
+  }
+
+  // A subscription of T with options: the memory it takes as it is.
+  template <typename T>
+  Subscription<T> create_subscription(const std::string &topic, const QoS &qos,
+                                      const SubscriptionOptions &options) const {
+    std::vector<const char *> names;
+    for (const std::string &name : options.accepted_backends) {
+      names.push_back(name.c_str());
+    }
+    freight_subscription *raw = nullptr;
+    detail::check(freight_subscription_create_accepting(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
+                                                        names.data(), names.size(), &raw));
     return Subscription<T>(raw);
   }
 

@@ -98,12 +98,18 @@ pub struct Program {
 impl Program {
     /// Starts `exe` with `args`, its stdin and stdout piped.
     pub fn start(exe: &Path, args: &[&str]) -> Program {
-        let mut child = Command::new(exe)
-            .args(args)
+        let mut command = Command::new(exe);
+        command.args(args);
+        Program::spawn(command)
+    }
+
+    /// Starts `command`, its stdin and stdout piped.
+    pub fn spawn(mut command: Command) -> Program {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", exe.display()));
+            .unwrap_or_else(|e| panic!("starting {command:?}: {e}"));
         let out = BufReader::new(child.stdout.take().expect("piped"));
         Program { child, out }
     }
