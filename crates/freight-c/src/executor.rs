@@ -13,7 +13,7 @@ use freight::{WaitOutcome, WaitSet};
 use crate::error::{destroy, guard, hand_out, handle, Failure, Status};
 use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
-use crate::subscription::FreightSample;
+use crate::subscription::{accepting, FreightSample};
 use crate::types::AnySubscription;
 
 /// A callback of a subscription (`freight_sample_callback` in C). It owns
@@ -116,11 +116,48 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
     user_data: *mut c_void,
     out: *mut *mut FreightCallbackSubscription,
 ) -> Status {
+    // SAFETY: as the caller promised; no backends.
+    unsafe {
+        freight_node_create_subscription_callback_accepting(
+            node,
+            type_name,
+            topic,
+            qos,
+            std::ptr::null(),
+            0,
+            callback,
+            user_data,
+            out,
+        )
+    }
+}
+
+/// As [`freight_node_create_subscription_callback`], for a subscription that
+/// takes the memory of each of `backends[0..count]` as it is (as
+/// [`crate::freight_subscription_create_accepting`]'s).
+///
+/// # Safety
+/// As [`freight_node_create_subscription_callback`]; `backends` is null or
+/// points to `count` NUL-terminated strings.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature: one argument per thing given
+pub unsafe extern "C" fn freight_node_create_subscription_callback_accepting(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    backends: *const *const c_char,
+    count: usize,
+    callback: Option<FreightSampleCallback>,
+    user_data: *mut c_void,
+    out: *mut *mut FreightCallbackSubscription,
+) -> Status {
     guard(|| {
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
-        // SAFETY (both): as the caller promised.
+        // SAFETY (all): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos, Default::default())?;
+        let options = unsafe { accepting(backends, count) }?;
+        let subscription = (maker.subscription)(node.node(), topic, qos, options)?;
         let entry: Arc<dyn Dispatch> =
             Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);

@@ -50,7 +50,8 @@ pub use error::{freight_last_error, freight_status_name, freight_version, Status
 pub use executor::{
     freight_callback_subscription_destroy, freight_executor_add_node, freight_executor_create,
     freight_executor_destroy, freight_executor_spin, freight_executor_spin_once, freight_executor_stop,
-    freight_node_create_subscription_callback, FreightCallbackSubscription, FreightExecutor, FreightSampleCallback,
+    freight_node_create_subscription_callback, freight_node_create_subscription_callback_accepting,
+    FreightCallbackSubscription, FreightExecutor, FreightSampleCallback,
 };
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
 pub use publisher::{

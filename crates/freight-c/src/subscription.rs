@@ -78,8 +78,9 @@ pub unsafe extern "C" fn freight_subscription_create(
 /// takes the memory of each of `backends[0..count]` as it is (`"cuda"`:
 /// device memory of publishers on this process's device, `"cuda-host"`,
 /// `"fake-device"`; `"cpu"` is always taken; none: `cpu` and `shm`, as
-/// [`freight_subscription_create`]); for any other it receives a host copy. Fails with `FREIGHT_ERROR_CREATE`, saying why, when this
-/// process cannot use one of them.
+/// [`freight_subscription_create`]); for any other it receives a host copy.
+/// Fails with `FREIGHT_ERROR_CREATE`, saying why, when this process cannot
+/// use one of them.
 ///
 /// # Safety
 /// As [`freight_subscription_create`]; `backends` is null or points to
@@ -97,21 +98,34 @@ pub unsafe extern "C" fn freight_subscription_create_accepting(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let names: &[*const c_char] = if count == 0 {
-            &[]
-        } else if backends.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "the backends are a null pointer"));
-        } else {
-            unsafe { std::slice::from_raw_parts(backends, count) }
-        };
-        let kinds =
-            names.iter().map(|&n| backend_arg(unsafe { str_arg(n, "a backend") }?)).collect::<Result<Vec<_>, _>>()?;
-        // None: the default, as freight_subscription_create's.
-        let accepted_backends = (!kinds.is_empty()).then(|| BackendSet::of(&kinds));
-        let options = freight::SubscriptionOptions { accepted_backends, ..Default::default() };
+        let options = unsafe { accepting(backends, count) }?;
         let subscription = (maker.subscription)(node.node(), topic, qos, options)?;
         unsafe { hand_out(out, FreightSubscription(subscription)) }
     })
+}
+
+/// The options of a subscription that accepts `backends[0..count]` (none:
+/// the default, `cpu` and `shm`).
+///
+/// # Safety
+/// `backends` is null or points to `count` NUL-terminated strings.
+pub(crate) unsafe fn accepting(
+    backends: *const *const c_char,
+    count: usize,
+) -> Result<freight::SubscriptionOptions, Failure> {
+    let names: &[*const c_char] = if count == 0 {
+        &[]
+    } else if backends.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "the backends are a null pointer"));
+    } else {
+        // SAFETY: non-null, `count` long by the caller's contract.
+        unsafe { std::slice::from_raw_parts(backends, count) }
+    };
+    // SAFETY: each NUL-terminated by the caller's contract.
+    let kinds =
+        names.iter().map(|&n| backend_arg(unsafe { str_arg(n, "a backend") }?)).collect::<Result<Vec<_>, _>>()?;
+    let accepted_backends = (!kinds.is_empty()).then(|| BackendSet::of(&kinds));
+    Ok(freight::SubscriptionOptions { accepted_backends, ..Default::default() })
 }
 
 /// Takes the next message, waiting up to `timeout_ns` nanoseconds (0: only

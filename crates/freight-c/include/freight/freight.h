@@ -294,6 +294,15 @@ freight_status freight_node_create_subscription_callback(const freight_node *nod
                                                          freight_sample_callback callback, void *user_data,
                                                          freight_callback_subscription **out);
 
+/* As freight_node_create_subscription_callback, for a subscription that
+ * takes the memory of each of backends[0..count] as it is (as
+ * freight_subscription_create_accepting's). */
+freight_status freight_node_create_subscription_callback_accepting(const freight_node *node, const char *type_name,
+                                                                   const char *topic, const freight_qos *qos,
+                                                                   const char *const *backends, size_t count,
+                                                                   freight_sample_callback callback, void *user_data,
+                                                                   freight_callback_subscription **out);
+
 void freight_callback_subscription_destroy(freight_callback_subscription *subscription);
 
 freight_status freight_executor_create(freight_executor **out);

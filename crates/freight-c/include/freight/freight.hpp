@@ -124,6 +124,15 @@ inline void set_write_stream(freight_loan *loan, void *stream) {
   check(freight_loan_set_write_stream(loan, stream_id(stream)));
 }
 
+// The C strings of `strings`, valid while they are.
+inline std::vector<const char *> c_strings(const std::vector<std::string> &strings) {
+  std::vector<const char *> c;
+  for (const std::string &s : strings) {
+    c.push_back(s.c_str());
+  }
+  return c;
+}
+
 // The small fields of `msg` as CDR with its buffers' ordinals, and the buffers.
 template <typename T>
 std::pair<std::vector<std::uint8_t>, std::vector<cdr::OrdinalSink::Noted>> split(const T &msg) {
@@ -597,12 +606,14 @@ public:
   // was added to spins. Keep the returned object: destroying it ends the
   // subscription.
   template <typename T, typename F, typename = std::enable_if_t<std::is_invocable_v<F, const Sample<T> &>>>
-  CallbackSubscription<T> create_subscription(const std::string &topic, const QoS &qos, F &&callback) const {
+  CallbackSubscription<T> create_subscription(const std::string &topic, const QoS &qos, F &&callback,
+                                              const SubscriptionOptions &options = {}) const {
     CallbackSubscription<T> sub{typename CallbackSubscription<T>::Callback(std::forward<F>(callback))};
+    const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
     freight_callback_subscription *raw = nullptr;
-    detail::check(freight_node_create_subscription_callback(handle_.get(), T::TYPE_NAME, topic.c_str(),
-                                                            &qos.c_qos(), &CallbackSubscription<T>::trampoline,
-                                                            sub.callback_.get(), &raw));
+    detail::check(freight_node_create_subscription_callback_accepting(
+        handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), names.data(), names.size(),
+        &CallbackSubscription<T>::trampoline, sub.callback_.get(), &raw));
     sub.handle_.reset(raw);
     return sub;
   }
@@ -636,10 +647,7 @@ public:
   template <typename T>
   Subscription<T> create_subscription(const std::string &topic, const QoS &qos,
                                       const SubscriptionOptions &options) const {
-    std::vector<const char *> names;
-    for (const std::string &name : options.accepted_backends) {
-      names.push_back(name.c_str());
-    }
+    const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
     freight_subscription *raw = nullptr;
     detail::check(freight_subscription_create_accepting(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
                                                         names.data(), names.size(), &raw));

@@ -143,7 +143,19 @@ int errors() {
   freight::SubscriptionOptions accepting;
   accepting.accepted_backends = {"cuda", "tpu"};
   refused([&] { node.create_subscription<UInt8MultiArray>("/cpp/devices/errors", freight::QoS(10), accepting); });
-  // A host sample: ordering a stream after it needs nothing.
+  refused([&] {
+    node.create_subscription<UInt8MultiArray>(
+        "/cpp/devices/errors", freight::QoS(10), [](const freight::Sample<UInt8MultiArray> &) {}, accepting);
+  });
+  // A host sample, to a callback subscription with options too: ordering a
+  // stream after it needs nothing.
+  freight::SubscriptionOptions shm;
+  shm.accepted_backends = {"shm"};
+  int called = 0;
+  auto callback_sub = node.create_subscription<UInt8MultiArray>(
+      "/cpp/devices/errors", freight::QoS(10),
+      [&](const freight::Sample<UInt8MultiArray> &s) { called += s->data.size() == 16 && s->data.device_ptr() == nullptr; },
+      shm);
   auto sub = node.create_subscription<UInt8MultiArray>("/cpp/devices/errors", freight::QoS(10));
   UInt8MultiArray msg;
   msg.data = std::vector<std::uint8_t>(16, 3);
@@ -151,6 +163,10 @@ int errors() {
   auto sample = sub.take(1s);
   EXPECT(sample.has_value() && (*sample)->data.device_ptr() == nullptr);
   sample->order_on_stream(nullptr);
+  freight::Executor executor;
+  executor.add_node(node);
+  executor.spin_once(1s);
+  EXPECT(called == 1);
   std::cout << "errors ok\n";
   return 0;
 }
