@@ -50,6 +50,7 @@ for line in sys.stdin:
 cpp_devices() {
     local exe=$1 topic=/gpu_check_cpp_$$ out
     out=$(mktemp)
+    trap 'rm -f "$out"; trap - RETURN' RETURN
     "$exe" sub "$topic" 3 1048576 >"$out" &
     local sub=$!
     sleep 1

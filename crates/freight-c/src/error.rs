@@ -246,6 +246,14 @@ pub(crate) unsafe fn destroy<T>(ptr: *mut T) {
     }
 }
 
+/// Buffer `index` among `buffers` of a loan or sample (`whose`), or an
+/// error that says how many it has.
+pub(crate) fn nth_buffer<T: Copy>(buffers: &[T], index: usize, whose: &str) -> Result<T, Failure> {
+    buffers.get(index).copied().ok_or_else(|| {
+        Failure::new(Status::InvalidArgument, format!("the {whose} has {} buffer(s), not {}", buffers.len(), index + 1))
+    })
+}
+
 /// Writes a memory range (`ptr`, `len`) to the out pointers `data` and `out_len`.
 ///
 /// # Safety

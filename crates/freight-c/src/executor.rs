@@ -11,9 +11,9 @@ use std::time::Duration;
 use freight::{WaitOutcome, WaitSet};
 
 use crate::error::{destroy, guard, hand_out, handle, Failure, Status};
-use crate::node::{endpoint_args, FreightNode};
+use crate::node::FreightNode;
 use crate::qos::FreightQos;
-use crate::subscription::{accepting, FreightSample};
+use crate::subscription::{make_subscription, FreightSample};
 use crate::types::AnySubscription;
 
 /// A callback of a subscription (`freight_sample_callback` in C). It owns
@@ -154,10 +154,8 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback_accepting(
 ) -> Status {
     guard(|| {
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
-        // SAFETY (all): as the caller promised.
-        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let options = unsafe { accepting(backends, count) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos, options)?;
+        // SAFETY (both): as the caller promised.
+        let (node, subscription) = unsafe { make_subscription(node, type_name, topic, qos, backends, count) }?;
         let entry: Arc<dyn Dispatch> =
             Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);

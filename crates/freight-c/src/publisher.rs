@@ -7,7 +7,7 @@ use std::ffi::c_char;
 
 use freight_msg::BackendKind;
 
-use crate::error::{destroy, guard, hand_out, handle, str_arg, write_range, Failure, Status};
+use crate::error::{destroy, guard, hand_out, handle, nth_buffer, str_arg, write_range, Failure, Status};
 use crate::node::{endpoint_args, FreightNode};
 use crate::qos::FreightQos;
 use crate::types::{AnyLoan, AnyPublisher};
@@ -62,6 +62,22 @@ pub(crate) unsafe fn buffer_slices<'a>(buffers: *const FreightBuffer, count: usi
     buffers.iter().map(|b| unsafe { bytes(b.data, b.len, "a buffer") }).collect()
 }
 
+/// A message as a C call gives it: its small fields `fields[0..fields_len]`
+/// and its buffers `buffers[0..count]`.
+///
+/// # Safety
+/// `fields` is null or readable for `fields_len` bytes; `buffers` as in
+/// [`buffer_slices`].
+pub(crate) unsafe fn message_args<'a>(
+    fields: *const u8,
+    fields_len: usize,
+    buffers: *const FreightBuffer,
+    count: usize,
+) -> Result<(&'a [u8], Vec<&'a [u8]>), Failure> {
+    // SAFETY (both): as the caller promised.
+    Ok((unsafe { bytes(fields, fields_len, "the fields") }?, unsafe { buffer_slices(buffers, count) }?))
+}
+
 /// Creates a publisher of `type_name` (`"sensor_msgs/msg/Image"`, one of the
 /// built-in types) on `topic` with `qos` (null: keep last 10, reliable).
 ///
@@ -77,12 +93,8 @@ pub unsafe extern "C" fn freight_publisher_create(
     qos: *const FreightQos,
     out: *mut *mut FreightPublisher,
 ) -> Status {
-    guard(|| {
-        // SAFETY (both): as the caller promised.
-        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let publisher = (maker.publisher)(node.node(), topic, qos, Default::default())?;
-        unsafe { hand_out(out, FreightPublisher(publisher)) }
-    })
+    // SAFETY: as the caller promised; shm is the default backend.
+    unsafe { freight_publisher_create_with_backend(node, type_name, topic, qos, c"shm".as_ptr(), out) }
 }
 
 /// Creates a publisher as [`freight_publisher_create`] does, whose loans
@@ -139,9 +151,8 @@ pub unsafe extern "C" fn freight_publisher_publish_copy(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let publisher = unsafe { handle(publisher, "the publisher") }?;
-        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
-        let slices = unsafe { buffer_slices(buffers, count) }?;
-        publisher.0.publish_copy(fields, &slices)
+        let (fields, buffers) = unsafe { message_args(fields, fields_len, buffers, count) }?;
+        publisher.0.publish_copy(fields, &buffers)
     })
 }
 
@@ -189,12 +200,7 @@ pub unsafe extern "C" fn freight_loan_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let loan = unsafe { handle(loan, "the loan") }?;
-        let &(ptr, n) = loan.0.buffers.get(index).ok_or_else(|| {
-            Failure::new(
-                Status::InvalidArgument,
-                format!("the loan has {} buffer(s), not {}", loan.0.buffers.len(), index + 1),
-            )
-        })?;
+        let (ptr, n) = nth_buffer(&loan.0.buffers, index, "loan")?;
         unsafe { write_range(data, len, (ptr, n)) }
     })
 }
@@ -216,13 +222,8 @@ pub unsafe extern "C" fn freight_loan_device_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let loan = unsafe { handle(loan, "the loan") }?;
-        let (&(_, n), &device) = loan.0.buffers.get(index).zip(loan.0.device.get(index)).ok_or_else(|| {
-            Failure::new(
-                Status::InvalidArgument,
-                format!("the loan has {} buffer(s), not {}", loan.0.buffers.len(), index + 1),
-            )
-        })?;
-        let device = device.ok_or_else(|| {
+        let (_, n) = nth_buffer(&loan.0.buffers, index, "loan")?;
+        let device = loan.0.device.get(index).copied().flatten().ok_or_else(|| {
             Failure::new(
                 Status::Loan,
                 format!("buffer {index} is {} memory, which no device addresses", loan.0.backend),

@@ -16,7 +16,7 @@ use freight::{RequestId, WaitSet};
 use crate::error::{destroy, guard, hand_out, handle, str_arg, Failure, Status};
 use crate::executor::{register, Dispatch, UserData};
 use crate::node::FreightNode;
-use crate::publisher::{buffer_slices, bytes, FreightBuffer};
+use crate::publisher::{message_args, FreightBuffer};
 use crate::subscription::FreightSample;
 use crate::types::{service_maker, AnyClient, AnyPendingCall, AnyServer, ServiceMaker};
 
@@ -128,6 +128,23 @@ unsafe fn hand_out_sample(out: *mut *mut FreightSample, sample: Option<FreightSa
     unsafe { out.write(ptr) };
 }
 
+/// Sends the request a C call gives through `client`.
+///
+/// # Safety
+/// `client` is null or live; the rest as in [`message_args`].
+unsafe fn send_request(
+    client: *const FreightClient,
+    fields: *const u8,
+    fields_len: usize,
+    buffers: *const FreightBuffer,
+    count: usize,
+) -> Result<Box<dyn AnyPendingCall>, Failure> {
+    // SAFETY (both): as the caller promised.
+    let client = unsafe { handle(client, "the client") }?;
+    let (fields, buffers) = unsafe { message_args(fields, fields_len, buffers, count) }?;
+    client.0.call_async(fields, &buffers)
+}
+
 /// Creates a server of `srv_type` (`"std_srvs/srv/SetBool"`, one of the
 /// built-in services) for the service `name`, with ROS 2's service QoS.
 ///
@@ -201,8 +218,7 @@ pub unsafe extern "C" fn freight_service_server_send_response(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let server = unsafe { handle(server, "the service server") }?;
-        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
-        let buffers = unsafe { buffer_slices(buffers, count) }?;
+        let (fields, buffers) = unsafe { message_args(fields, fields_len, buffers, count) }?;
         server.0.send_response(id.into(), fields, &buffers)
     })
 }
@@ -323,13 +339,10 @@ pub unsafe extern "C" fn freight_client_call_async(
 ) -> Status {
     guard(|| {
         // SAFETY (all): as the caller promised.
-        let client = unsafe { handle(client, "the client") }?;
-        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
-        let buffers = unsafe { buffer_slices(buffers, count) }?;
         if out.is_null() {
             return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
         }
-        let pending = client.0.call_async(fields, &buffers)?;
+        let pending = unsafe { send_request(client, fields, fields_len, buffers, count) }?;
         unsafe { hand_out(out, FreightPendingCall(Some(pending))) }
     })
 }
@@ -396,13 +409,11 @@ pub unsafe extern "C" fn freight_client_call(
 ) -> Status {
     guard(|| {
         // SAFETY (all): as the caller promised.
-        let client = unsafe { handle(client, "the client") }?;
-        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
-        let buffers = unsafe { buffer_slices(buffers, count) }?;
         if reply.is_null() {
             return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
         }
-        let sample = client.0.call_async(fields, &buffers)?.wait_for(Duration::from_nanos(timeout_ns))?;
+        let mut pending = unsafe { send_request(client, fields, fields_len, buffers, count) }?;
+        let sample = pending.wait_for(Duration::from_nanos(timeout_ns))?;
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { hand_out_sample(reply, Some(FreightSample(sample))) };
         Ok(())

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use freight_msg::{BackendKind, BackendSet};
 
-use crate::error::{destroy, guard, hand_out, handle, str_arg, write_range, Failure, Status};
+use crate::error::{destroy, guard, hand_out, handle, nth_buffer, str_arg, write_range, Failure, Status};
 use crate::node::{endpoint_args, FreightNode};
 use crate::publisher::backend_arg;
 use crate::qos::FreightQos;
@@ -66,12 +66,8 @@ pub unsafe extern "C" fn freight_subscription_create(
     qos: *const FreightQos,
     out: *mut *mut FreightSubscription,
 ) -> Status {
-    guard(|| {
-        // SAFETY (both): as the caller promised.
-        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos, Default::default())?;
-        unsafe { hand_out(out, FreightSubscription(subscription)) }
-    })
+    // SAFETY: as the caller promised; no backends is the default.
+    unsafe { freight_subscription_create_accepting(node, type_name, topic, qos, std::ptr::null(), 0, out) }
 }
 
 /// Creates a subscription as [`freight_subscription_create`] does, which
@@ -96,12 +92,29 @@ pub unsafe extern "C" fn freight_subscription_create_accepting(
     out: *mut *mut FreightSubscription,
 ) -> Status {
     guard(|| {
-        // SAFETY (all): as the caller promised.
-        let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-        let options = unsafe { accepting(backends, count) }?;
-        let subscription = (maker.subscription)(node.node(), topic, qos, options)?;
+        // SAFETY (both): as the caller promised.
+        let (_, subscription) = unsafe { make_subscription(node, type_name, topic, qos, backends, count) }?;
         unsafe { hand_out(out, FreightSubscription(subscription)) }
     })
+}
+
+/// The subscription a C call asks for, and its node: of `type_name` on
+/// `topic` with `qos`, accepting `backends[0..count]`.
+///
+/// # Safety
+/// As [`freight_subscription_create_accepting`].
+pub(crate) unsafe fn make_subscription<'a>(
+    node: *const FreightNode,
+    type_name: *const c_char,
+    topic: *const c_char,
+    qos: *const FreightQos,
+    backends: *const *const c_char,
+    count: usize,
+) -> Result<(&'a FreightNode, Box<dyn AnySubscription>), Failure> {
+    // SAFETY (both): as the caller promised.
+    let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
+    let options = unsafe { accepting(backends, count) }?;
+    Ok((node, (maker.subscription)(node.node(), topic, qos, options)?))
 }
 
 /// The options of a subscription that accepts `backends[0..count]` (none:
@@ -109,10 +122,7 @@ pub unsafe extern "C" fn freight_subscription_create_accepting(
 ///
 /// # Safety
 /// `backends` is null or points to `count` NUL-terminated strings.
-pub(crate) unsafe fn accepting(
-    backends: *const *const c_char,
-    count: usize,
-) -> Result<freight::SubscriptionOptions, Failure> {
+unsafe fn accepting(backends: *const *const c_char, count: usize) -> Result<freight::SubscriptionOptions, Failure> {
     let names: &[*const c_char] = if count == 0 {
         &[]
     } else if backends.is_null() {
@@ -219,12 +229,7 @@ pub unsafe extern "C" fn freight_sample_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let sample = unsafe { handle(sample, "the sample") }?;
-        let &(ptr, n) = sample.0.buffers.get(index).ok_or_else(|| {
-            Failure::new(
-                Status::InvalidArgument,
-                format!("the sample has {} buffer(s), not {}", sample.0.buffers.len(), index + 1),
-            )
-        })?;
+        let (ptr, n) = nth_buffer(&sample.0.buffers, index, "sample")?;
         unsafe { write_range(data, len, (ptr, n)) }
     })
 }
@@ -246,13 +251,8 @@ pub unsafe extern "C" fn freight_sample_device_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let sample = unsafe { handle(sample, "the sample") }?;
-        let (&(_, n), &device) = sample.0.buffers.get(index).zip(sample.0.device.get(index)).ok_or_else(|| {
-            Failure::new(
-                Status::InvalidArgument,
-                format!("the sample has {} buffer(s), not {}", sample.0.buffers.len(), index + 1),
-            )
-        })?;
-        let device = device.ok_or_else(|| {
+        let (_, n) = nth_buffer(&sample.0.buffers, index, "sample")?;
+        let device = sample.0.device.get(index).copied().flatten().ok_or_else(|| {
             Failure::new(
                 Status::Take,
                 format!("buffer {index} is {} memory, which no device addresses", sample.0.info.backend),

@@ -448,6 +448,17 @@ private:
 // response sent with it reaches that call.
 using RequestId = freight_request_id;
 
+namespace detail {
+// Sends `response` (its buffers copied) through `server` to the call `id`.
+template <typename Response>
+void send_response(const freight_service_server *server, const RequestId &id, const Response &response) {
+  check(send_split(response, [&](const std::uint8_t *fields, std::size_t len, const freight_buffer *buffers,
+                                 std::size_t count) {
+    return freight_service_server_send_response(server, id, fields, len, buffers, count);
+  }));
+}
+}  // namespace detail
+
 // The requests of a service of type S (a service of freight/msgs/<package>.hpp,
 // such as freight::msgs::std_srvs::SetBool) and the way back to each caller:
 // take each request and answer it when and from where you like. Moves, does
@@ -474,10 +485,7 @@ public:
   // Sends `response` (its buffers copied) to the call `id`; a client that
   // gave up on the call drops it.
   void send_response(const RequestId &id, const Response &response) const {
-    detail::check(detail::send_split(response, [&](const std::uint8_t *fields, std::size_t len,
-                                                   const freight_buffer *buffers, std::size_t count) {
-      return freight_service_server_send_response(handle_.get(), id, fields, len, buffers, count);
-    }));
+    detail::send_response(handle_.get(), id, response);
   }
 
 private:
@@ -501,11 +509,7 @@ private:
   static bool trampoline(freight_sample *raw, freight_request_id id, const freight_service_server *server,
                          void *user_data) noexcept {
     return detail::run_callback([&] {
-      const Response response = (*static_cast<Callback *>(user_data))(Sample<Request>::from(raw));
-      detail::check(detail::send_split(response, [&](const std::uint8_t *fields, std::size_t len,
-                                                     const freight_buffer *buffers, std::size_t count) {
-        return freight_service_server_send_response(server, id, fields, len, buffers, count);
-      }));
+      detail::send_response(server, id, (*static_cast<Callback *>(user_data))(Sample<Request>::from(raw)));
     });
   }
 
