@@ -6,6 +6,10 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 FREIGHT := target/release/freight
 # The interpreter the interop tests run (with rosbags), set up by `make deps`.
 export FREIGHT_PYTHON := $(CURDIR)/.venv/bin/python
+# PyO3 is configured from one file (abi3, CPython 3.9 and later) for both
+# maturin and cargo: were it configured per build, `make wheel` and `cargo
+# build`/`cargo test` would rebuild PyO3 and everything above it in turn.
+export PYO3_CONFIG_FILE := $(CURDIR)/crates/freight-py/pyo3-abi3.cfg
 
 .PHONY: all deps build wheel install msgs demo test lint bench bench-python bench-ros2 lab soak fuzz clean
 
@@ -14,9 +18,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-# Leaves the tool at target/release/freight.
+# Leaves the tool at target/release/freight. The Python module is built by
+# maturin alone (`make wheel`): it has no Rust tests, and cargo would build it
+# with another profile, so that each build would undo the other's.
+CRATES := --workspace --exclude freight-py
 build: deps
-	$(CARGO) build --release --workspace --locked
+	$(CARGO) build --release $(CRATES) --locked
 
 # The Python package as one abi3 wheel (CPython 3.9 and later) in target/wheels/;
 # `pip install target/wheels/freight-*.whl` installs it (or `pip install .`).
@@ -64,7 +71,7 @@ test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
 test: export FREIGHT_TEST_STRICT = 1
 test: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
-	$(CARGO) test --release --workspace --locked
+	$(CARGO) test --release $(CRATES) --locked
 	.venv/bin/python -m pytest -q -rs python/tests
 	$(FREIGHT) bench soak --duration 60s
 	scripts/fuzz-smoke.sh
