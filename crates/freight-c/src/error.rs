@@ -93,6 +93,7 @@ impl Status {
 }
 
 /// A failed call: its status and the text for [`freight_last_error`].
+#[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) status: Status,
     pub(crate) message: String,

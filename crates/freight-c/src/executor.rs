@@ -13,7 +13,7 @@ use freight::{WaitOutcome, WaitSet};
 use crate::error::{destroy, guard, hand_out, handle, Failure, Status};
 use crate::node::FreightNode;
 use crate::qos::FreightQos;
-use crate::subscription::{make_subscription, FreightSample};
+use crate::subscription::{make_subscription, FreightSample, FreightSubscriptionOptions};
 use crate::types::AnySubscription;
 
 /// A callback of a subscription (`freight_sample_callback` in C). It owns
@@ -116,15 +116,14 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
     user_data: *mut c_void,
     out: *mut *mut FreightCallbackSubscription,
 ) -> Status {
-    // SAFETY: as the caller promised; no backends.
+    // SAFETY: as the caller promised; null options are the defaults.
     unsafe {
-        freight_node_create_subscription_callback_accepting(
+        freight_node_create_subscription_callback_with_options(
             node,
             type_name,
             topic,
             qos,
             std::ptr::null(),
-            0,
             callback,
             user_data,
             out,
@@ -132,22 +131,20 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback(
     }
 }
 
-/// As [`freight_node_create_subscription_callback`], for a subscription that
-/// takes the memory of each of `backends[0..count]` as it is (as
-/// [`crate::freight_subscription_create_accepting`]'s).
+/// As [`freight_node_create_subscription_callback`], for a subscription made
+/// with `options` (as [`crate::freight_subscription_create_with_options`]'s).
 ///
 /// # Safety
-/// As [`freight_node_create_subscription_callback`]; `backends` is null or
-/// points to `count` NUL-terminated strings.
+/// As [`freight_node_create_subscription_callback`]; `options` as
+/// [`crate::freight_subscription_create_with_options`]'s.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)] // the C signature: one argument per thing given
-pub unsafe extern "C" fn freight_node_create_subscription_callback_accepting(
+pub unsafe extern "C" fn freight_node_create_subscription_callback_with_options(
     node: *const FreightNode,
     type_name: *const c_char,
     topic: *const c_char,
     qos: *const FreightQos,
-    backends: *const *const c_char,
-    count: usize,
+    options: *const FreightSubscriptionOptions,
     callback: Option<FreightSampleCallback>,
     user_data: *mut c_void,
     out: *mut *mut FreightCallbackSubscription,
@@ -155,7 +152,7 @@ pub unsafe extern "C" fn freight_node_create_subscription_callback_accepting(
     guard(|| {
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
         // SAFETY (both): as the caller promised.
-        let (node, subscription) = unsafe { make_subscription(node, type_name, topic, qos, backends, count) }?;
+        let (node, subscription) = unsafe { make_subscription(node, type_name, topic, qos, options) }?;
         let entry: Arc<dyn Dispatch> =
             Arc::new(CallbackSubscription { subscription, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);

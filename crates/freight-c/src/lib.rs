@@ -50,7 +50,7 @@ pub use error::{freight_last_error, freight_status_name, freight_version, Status
 pub use executor::{
     freight_callback_subscription_destroy, freight_executor_add_node, freight_executor_create,
     freight_executor_destroy, freight_executor_spin, freight_executor_spin_once, freight_executor_stop,
-    freight_node_create_subscription_callback, freight_node_create_subscription_callback_accepting,
+    freight_node_create_subscription_callback, freight_node_create_subscription_callback_with_options,
     FreightCallbackSubscription, FreightExecutor, FreightSampleCallback,
 };
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
@@ -72,6 +72,7 @@ pub use service::{
 pub use subscription::{
     freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_device_buffer,
     freight_sample_fields, freight_sample_info, freight_sample_order_on_stream, freight_subscription_create,
-    freight_subscription_create_accepting, freight_subscription_destroy, freight_subscription_publisher_count,
-    freight_subscription_take, FreightMessageInfo, FreightSample, FreightSubscription,
+    freight_subscription_create_with_options, freight_subscription_destroy, freight_subscription_publisher_count,
+    freight_subscription_take, FreightMessageInfo, FreightSample, FreightSubscription, FreightSubscriptionOptions,
+    FreightWaitMode, FREIGHT_WAIT_BLOCK, FREIGHT_WAIT_SPIN,
 };

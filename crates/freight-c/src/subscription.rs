@@ -66,76 +66,110 @@ pub unsafe extern "C" fn freight_subscription_create(
     qos: *const FreightQos,
     out: *mut *mut FreightSubscription,
 ) -> Status {
-    // SAFETY: as the caller promised; no backends is the default.
-    unsafe { freight_subscription_create_accepting(node, type_name, topic, qos, std::ptr::null(), 0, out) }
+    // SAFETY: as the caller promised; null options are the defaults.
+    unsafe { freight_subscription_create_with_options(node, type_name, topic, qos, std::ptr::null(), out) }
 }
 
-/// Creates a subscription as [`freight_subscription_create`] does, which
-/// takes the memory of each of `backends[0..count]` as it is (`"cuda"`:
-/// device memory of publishers on this process's device, `"cuda-host"`,
-/// `"fake-device"`; `"cpu"` is always taken; none: `cpu` and `shm`, as
-/// [`freight_subscription_create`]); for any other it receives a host copy.
-/// Fails with `FREIGHT_ERROR_CREATE`, saying why, when this process cannot
-/// use one of them.
+/// How a subscription waits (`freight_wait_mode` in C). A C enum is an
+/// `int` that may hold any value, so it crosses as one and is checked.
+pub type FreightWaitMode = std::ffi::c_int;
+/// `FREIGHT_WAIT_BLOCK`: sleep in the OS until a publisher wakes it.
+pub const FREIGHT_WAIT_BLOCK: FreightWaitMode = 0;
+/// `FREIGHT_WAIT_SPIN`: busy-poll.
+pub const FREIGHT_WAIT_SPIN: FreightWaitMode = 1;
+
+/// How a subscription is made (`freight_subscription_options` in C); all
+/// zero is the default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightSubscriptionOptions {
+    /// Backends whose memory it takes as it is, `accepted_backend_count`
+    /// NUL-terminated names (none: `cpu` and `shm`); for any other it
+    /// receives a host copy.
+    pub accepted_backends: *const *const c_char,
+    /// How many names `accepted_backends` points to.
+    pub accepted_backend_count: usize,
+    /// How `take` (and an executor spinning it) waits.
+    pub wait: FreightWaitMode,
+}
+
+/// Creates a subscription as [`freight_subscription_create`] does, made with
+/// `options` (null: the defaults): the backends whose memory it takes as it
+/// is (`"cuda"`: device memory of publishers on this process's device,
+/// `"cuda-host"`, `"fake-device"`; `"cpu"` is always taken), and how it
+/// waits. Fails with `FREIGHT_ERROR_CREATE`, saying why, when this process
+/// cannot use one of the backends.
 ///
 /// # Safety
-/// As [`freight_subscription_create`]; `backends` is null or points to
-/// `count` NUL-terminated strings.
+/// As [`freight_subscription_create`]; `options` is null or readable, and
+/// its `accepted_backends` null or `accepted_backend_count` NUL-terminated
+/// strings.
 #[no_mangle]
-pub unsafe extern "C" fn freight_subscription_create_accepting(
+pub unsafe extern "C" fn freight_subscription_create_with_options(
     node: *const FreightNode,
     type_name: *const c_char,
     topic: *const c_char,
     qos: *const FreightQos,
-    backends: *const *const c_char,
-    count: usize,
+    options: *const FreightSubscriptionOptions,
     out: *mut *mut FreightSubscription,
 ) -> Status {
     guard(|| {
         // SAFETY (both): as the caller promised.
-        let (_, subscription) = unsafe { make_subscription(node, type_name, topic, qos, backends, count) }?;
+        let (_, subscription) = unsafe { make_subscription(node, type_name, topic, qos, options) }?;
         unsafe { hand_out(out, FreightSubscription(subscription)) }
     })
 }
 
 /// The subscription a C call asks for, and its node: of `type_name` on
-/// `topic` with `qos`, accepting `backends[0..count]`.
+/// `topic` with `qos`, made with `options`.
 ///
 /// # Safety
-/// As [`freight_subscription_create_accepting`].
+/// As [`freight_subscription_create_with_options`].
 pub(crate) unsafe fn make_subscription<'a>(
     node: *const FreightNode,
     type_name: *const c_char,
     topic: *const c_char,
     qos: *const FreightQos,
-    backends: *const *const c_char,
-    count: usize,
+    options: *const FreightSubscriptionOptions,
 ) -> Result<(&'a FreightNode, Box<dyn AnySubscription>), Failure> {
     // SAFETY (both): as the caller promised.
     let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
-    let options = unsafe { accepting(backends, count) }?;
+    let options = unsafe { options_arg(options) }?;
     Ok((node, (maker.subscription)(node.node(), topic, qos, options)?))
 }
 
-/// The options of a subscription that accepts `backends[0..count]` (none:
-/// the default, `cpu` and `shm`).
+/// The Rust options of C options (null: the defaults).
 ///
 /// # Safety
-/// `backends` is null or points to `count` NUL-terminated strings.
-unsafe fn accepting(backends: *const *const c_char, count: usize) -> Result<freight::SubscriptionOptions, Failure> {
-    let names: &[*const c_char] = if count == 0 {
+/// As [`freight_subscription_create_with_options`]'s `options`.
+unsafe fn options_arg(options: *const FreightSubscriptionOptions) -> Result<freight::SubscriptionOptions, Failure> {
+    // SAFETY: null or readable, by the caller's contract.
+    let Some(options) = (unsafe { options.as_ref() }) else {
+        return Ok(freight::SubscriptionOptions::default());
+    };
+    let wait = match options.wait {
+        FREIGHT_WAIT_BLOCK => freight::WaitMode::Block,
+        FREIGHT_WAIT_SPIN => freight::WaitMode::Spin,
+        other => {
+            return Err(Failure::new(
+                Status::InvalidArgument,
+                format!("the wait mode {other} is neither FREIGHT_WAIT_BLOCK (0) nor FREIGHT_WAIT_SPIN (1)"),
+            ))
+        }
+    };
+    let names: &[*const c_char] = if options.accepted_backend_count == 0 {
         &[]
-    } else if backends.is_null() {
-        return Err(Failure::new(Status::InvalidArgument, "the backends are a null pointer"));
+    } else if options.accepted_backends.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "the accepted backends are a null pointer"));
     } else {
-        // SAFETY: non-null, `count` long by the caller's contract.
-        unsafe { std::slice::from_raw_parts(backends, count) }
+        // SAFETY: non-null, `accepted_backend_count` long by the caller's contract.
+        unsafe { std::slice::from_raw_parts(options.accepted_backends, options.accepted_backend_count) }
     };
     // SAFETY: each NUL-terminated by the caller's contract.
     let kinds =
         names.iter().map(|&n| backend_arg(unsafe { str_arg(n, "a backend") }?)).collect::<Result<Vec<_>, _>>()?;
     let accepted_backends = (!kinds.is_empty()).then(|| BackendSet::of(&kinds));
-    Ok(freight::SubscriptionOptions { accepted_backends, ..Default::default() })
+    Ok(freight::SubscriptionOptions { accepted_backends, wait })
 }
 
 /// Takes the next message, waiting up to `timeout_ns` nanoseconds (0: only
@@ -319,4 +353,53 @@ pub unsafe extern "C" fn freight_sample_info(sample: *const FreightSample, info:
 pub unsafe extern "C" fn freight_sample_destroy(sample: *mut FreightSample) {
     // SAFETY: as the caller promised.
     unsafe { destroy(sample) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_or_zeroed_options_are_the_defaults() {
+        let zeroed = FreightSubscriptionOptions {
+            accepted_backends: std::ptr::null(),
+            accepted_backend_count: 0,
+            wait: FREIGHT_WAIT_BLOCK,
+        };
+        // SAFETY: null, or a live struct without backends.
+        let (null, zeroed) = unsafe { (options_arg(std::ptr::null()), options_arg(&zeroed)) };
+        assert_eq!(null.ok(), Some(freight::SubscriptionOptions::default()));
+        assert_eq!(zeroed.ok(), Some(freight::SubscriptionOptions::default()));
+    }
+
+    #[test]
+    fn a_spinning_subscription_accepts_what_it_names() {
+        let names = [c"fake-device".as_ptr()];
+        let options = FreightSubscriptionOptions {
+            accepted_backends: names.as_ptr(),
+            accepted_backend_count: 1,
+            wait: FREIGHT_WAIT_SPIN,
+        };
+        // SAFETY: a live struct naming one NUL-terminated backend.
+        let options = unsafe { options_arg(&options) }.expect("valid options");
+        assert_eq!(options.wait, freight::WaitMode::Spin);
+        assert_eq!(options.accepted_backends, Some(BackendSet::of(&[BackendKind::FakeDevice])));
+    }
+
+    #[test]
+    fn a_wait_mode_out_of_the_enum_or_null_backends_are_invalid_arguments() {
+        let bad_wait =
+            FreightSubscriptionOptions { accepted_backends: std::ptr::null(), accepted_backend_count: 0, wait: 7 };
+        let null_backends = FreightSubscriptionOptions {
+            accepted_backends: std::ptr::null(),
+            accepted_backend_count: 2,
+            wait: FREIGHT_WAIT_BLOCK,
+        };
+        // SAFETY: live structs; the null backends are refused before they are read.
+        let (bad_wait, null_backends) = unsafe { (options_arg(&bad_wait), options_arg(&null_backends)) };
+        let bad_wait = bad_wait.expect_err("7 is no wait mode");
+        assert_eq!(bad_wait.status, Status::InvalidArgument);
+        assert!(bad_wait.message.contains("wait mode 7"), "{}", bad_wait.message);
+        assert_eq!(null_backends.expect_err("null backends").status, Status::InvalidArgument);
+    }
 }

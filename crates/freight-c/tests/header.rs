@@ -51,8 +51,21 @@ fn the_status_codes_are_the_same_on_both_sides() {
         let line = format!("{name} = {}", status as i32);
         assert!(header.contains(&line), "freight.h lacks `{line}`");
     }
-    let in_header = header.lines().filter(|l| l.trim_start().starts_with("FREIGHT_") && l.contains(" = ")).count();
+    let statuses = &header[header.find("typedef enum freight_status {").expect("the status enum")..];
+    let statuses = &statuses[..statuses.find("} freight_status;").expect("the end of the status enum")];
+    let in_header = statuses.lines().filter(|l| l.trim_start().starts_with("FREIGHT_") && l.contains(" = ")).count();
     assert_eq!(in_header, freight_c::Status::ALL.len(), "freight.h has other status codes than freight_c::Status");
     assert!(header.contains("#define FREIGHT_DOMAIN_FROM_ENV UINT32_MAX"));
     assert_eq!(freight_c::FREIGHT_DOMAIN_FROM_ENV, u32::MAX);
+}
+
+#[test]
+fn the_wait_modes_are_the_same_on_both_sides() {
+    let header = header();
+    for (name, value) in
+        [("FREIGHT_WAIT_BLOCK", freight_c::FREIGHT_WAIT_BLOCK), ("FREIGHT_WAIT_SPIN", freight_c::FREIGHT_WAIT_SPIN)]
+    {
+        let line = format!("{name} = {value},");
+        assert!(header.contains(&line), "freight.h lacks `{line}`");
+    }
 }

@@ -228,15 +228,33 @@ typedef struct freight_message_info {
 freight_status freight_subscription_create(const freight_node *node, const char *type_name, const char *topic,
                                            const freight_qos *qos, freight_subscription **out);
 
-/* A subscription that takes the memory of each of backends[0..count] as it
- * is ("cuda": device memory of publishers on this process's device,
- * "cuda-host", "fake-device"; "cpu" always; count 0: "cpu" and "shm", the
- * default); for any other it receives a host copy. FREIGHT_ERROR_CREATE, saying why, when this process cannot use
- * one of them. */
-freight_status freight_subscription_create_accepting(const freight_node *node, const char *type_name,
-                                                     const char *topic, const freight_qos *qos,
-                                                     const char *const *backends, size_t count,
-                                                     freight_subscription **out);
+/* How a subscription waits in freight_subscription_take, and an executor
+ * spinning it. */
+typedef enum freight_wait_mode {
+  /* Sleep in the OS until a publisher wakes it: no CPU while idle (the default). */
+  FREIGHT_WAIT_BLOCK = 0,
+  /* Busy-poll: the lowest latency, one core kept busy while waiting. */
+  FREIGHT_WAIT_SPIN = 1,
+} freight_wait_mode;
+
+/* How a subscription is made; all zero is the default. */
+typedef struct freight_subscription_options {
+  /* The memory it takes as it is, accepted_backends[0..accepted_backend_count]
+   * ("cuda": device memory of publishers on this process's device,
+   * "cuda-host", "fake-device"; "cpu" always; none: "cpu" and "shm"); for any
+   * other it receives a host copy. */
+  const char *const *accepted_backends;
+  size_t accepted_backend_count;
+  freight_wait_mode wait;
+} freight_subscription_options;
+
+/* A subscription as freight_subscription_create's, made with `options` (NULL:
+ * the defaults). FREIGHT_ERROR_CREATE, saying why, when this process cannot
+ * use one of the accepted backends. */
+freight_status freight_subscription_create_with_options(const freight_node *node, const char *type_name,
+                                                        const char *topic, const freight_qos *qos,
+                                                        const freight_subscription_options *options,
+                                                        freight_subscription **out);
 
 /* The next message, waiting up to timeout_ns (0: only look); *out is NULL
  * when none came in time (still FREIGHT_OK). */
@@ -294,14 +312,14 @@ freight_status freight_node_create_subscription_callback(const freight_node *nod
                                                          freight_sample_callback callback, void *user_data,
                                                          freight_callback_subscription **out);
 
-/* As freight_node_create_subscription_callback, for a subscription that
- * takes the memory of each of backends[0..count] as it is (as
- * freight_subscription_create_accepting's). */
-freight_status freight_node_create_subscription_callback_accepting(const freight_node *node, const char *type_name,
-                                                                   const char *topic, const freight_qos *qos,
-                                                                   const char *const *backends, size_t count,
-                                                                   freight_sample_callback callback, void *user_data,
-                                                                   freight_callback_subscription **out);
+/* As freight_node_create_subscription_callback, for a subscription made
+ * with `options` (as freight_subscription_create_with_options's). */
+freight_status freight_node_create_subscription_callback_with_options(const freight_node *node, const char *type_name,
+                                                                      const char *topic, const freight_qos *qos,
+                                                                      const freight_subscription_options *options,
+                                                                      freight_sample_callback callback,
+                                                                      void *user_data,
+                                                                      freight_callback_subscription **out);
 
 void freight_callback_subscription_destroy(freight_callback_subscription *subscription);
 

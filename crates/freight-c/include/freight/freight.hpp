@@ -269,13 +269,32 @@ struct PublisherOptions {
   std::string backend = "shm";
 };
 
+// How a subscription waits for messages in take() (and an Executor spinning
+// it).
+enum class WaitMode {
+  // Sleep in the OS until a publisher wakes it: no CPU while idle.
+  Block = FREIGHT_WAIT_BLOCK,
+  // Busy-poll: the lowest latency, one core kept busy while waiting.
+  Spin = FREIGHT_WAIT_SPIN,
+};
+
 // How a subscription is made (Node::create_subscription).
 struct SubscriptionOptions {
   // The memory it takes as it is ("cuda": device memory of publishers on this
   // process's device, "cuda-host", "fake-device"); "cpu" always. For any
   // other it receives a host copy. Empty: "cpu" and "shm", the default.
   std::vector<std::string> accepted_backends;
+  WaitMode wait = WaitMode::Block;
 };
+
+namespace detail {
+// The C options of `options`; `names` (c_strings of its backends) must
+// outlive them.
+inline freight_subscription_options c_options(const SubscriptionOptions &options,
+                                              const std::vector<const char *> &names) {
+  return {names.data(), names.size(), static_cast<freight_wait_mode>(options.wait)};
+}
+} // namespace detail
 
 // Publishes messages of type T on one topic. Moves, does not copy.
 template <typename T>
@@ -614,10 +633,11 @@ public:
                                               const SubscriptionOptions &options = {}) const {
     CallbackSubscription<T> sub{typename CallbackSubscription<T>::Callback(std::forward<F>(callback))};
     const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
+    const freight_subscription_options c_options = detail::c_options(options, names);
     freight_callback_subscription *raw = nullptr;
-    detail::check(freight_node_create_subscription_callback_accepting(
-        handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), names.data(), names.size(),
-        &CallbackSubscription<T>::trampoline, sub.callback_.get(), &raw));
+    detail::check(freight_node_create_subscription_callback_with_options(
+        handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &c_options, &CallbackSubscription<T>::trampoline,
+        sub.callback_.get(), &raw));
     sub.handle_.reset(raw);
     return sub;
   }
@@ -647,14 +667,16 @@ public:
     return Subscription<T>(raw);
   }
 
-  // A subscription of T with options: the memory it takes as it is.
+  // A subscription of T with options: the memory it takes as it is, how it
+  // waits.
   template <typename T>
   Subscription<T> create_subscription(const std::string &topic, const QoS &qos,
                                       const SubscriptionOptions &options) const {
     const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
+    const freight_subscription_options c_options = detail::c_options(options, names);
     freight_subscription *raw = nullptr;
-    detail::check(freight_subscription_create_accepting(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
-                                                        names.data(), names.size(), &raw));
+    detail::check(freight_subscription_create_with_options(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
+                                                           &c_options, &raw));
     return Subscription<T>(raw);
   }
 

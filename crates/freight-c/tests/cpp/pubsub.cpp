@@ -66,6 +66,25 @@ static int inproc() {
   // Nothing more: take gives nothing, promptly.
   EXPECT(!sub.take(10ms).has_value());
 
+  // A subscription that busy-polls gets the same messages.
+  freight::SubscriptionOptions spinning;
+  spinning.wait = freight::WaitMode::Spin;
+  auto spinner = node.create_subscription<UInt8MultiArray>("/cpp/bytes", freight::QoS(10), spinning);
+  pub.publish_copy(msg);
+  auto spun = spinner.take(1s);
+  EXPECT(spun.has_value() && (*spun)->data.size() == (1u << 20) && (*spun)->layout.data_offset == 3);
+  EXPECT(sub.take(1s).has_value());
+  // A wait mode outside the enum, as C may pass it (written as an int: in
+  // C++ that value is no freight_wait_mode).
+  freight_subscription_options bad_wait{nullptr, 0, FREIGHT_WAIT_BLOCK};
+  static_assert(sizeof bad_wait.wait == sizeof(int), "a C enum is an int here");
+  const int seven = 7;
+  std::memcpy(&bad_wait.wait, &seven, sizeof seven);
+  freight_subscription *refused = nullptr;
+  EXPECT(freight_subscription_create_with_options(node.c_handle(), "std_msgs/msg/UInt8MultiArray", "/cpp/bytes",
+                                                   nullptr, &bad_wait, &refused) == FREIGHT_ERROR_INVALID_ARGUMENT);
+  EXPECT(refused == nullptr);
+
   // A loan whose buffer field was given other memory is refused.
   auto other = std::move(pub.loan(16)).assume_init();
   other->data = std::vector<std::uint8_t>(16, 1);
