@@ -11,6 +11,7 @@
 //! place, and encodes a received message the same way.
 
 use std::any::Any;
+use std::sync::Arc;
 use std::time::Duration;
 
 use freight::{
@@ -18,8 +19,8 @@ use freight::{
     ServiceServer, Subscription, SubscriptionOptions, WaitSet,
 };
 use freight_msg::{
-    BackendKind, BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo, EncodeError, RawBuffer,
-    ServiceType,
+    BackendKind, BufferDecoder, BufferEncoder, BufferStorage, CdrReader, CdrWriter, DecodeError, ElementInfo,
+    EncodeError, RawBuffer, ServiceType,
 };
 
 use crate::error::{Failure, Status};
@@ -27,8 +28,8 @@ use crate::error::{Failure, Status};
 /// A publisher of some built-in type.
 pub(crate) trait AnyPublisher: Send + Sync {
     /// Publishes the message whose small fields are `fields` and whose buffers
-    /// are `buffers`: copied into Rust buffers, then once more into the
-    /// frame (the Rust API's `publish_copy` copies once).
+    /// are `buffers`, copying each buffer once into the frame, as the Rust
+    /// API's `publish_copy` does.
     fn publish_copy(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure>;
     /// Lends `lens` bytes for each buffer field.
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure>;
@@ -242,7 +243,21 @@ impl<S: ServiceType> AnyPendingCall for PendingCall<S> {
 
 impl<M: Message> AnyPublisher for Publisher<M> {
     fn publish_copy(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure> {
-        Ok(Publisher::publish_copy(self, &decode_copied::<M>(fields, buffers)?)?)
+        let borrowed: Vec<Arc<Borrowed>> =
+            buffers.iter().map(|b| Arc::new(Borrowed { ptr: b.as_ptr(), len: b.len() })).collect();
+        let mut views = borrowed.iter().map(|b| RawBuffer::from_storage(b.clone() as Arc<dyn BufferStorage>));
+        let msg = decode::<M>(fields, &mut |_| views.next())?;
+        drop(views);
+        let published = Publisher::publish_copy(self, &msg);
+        drop(msg);
+        // `publish_copy` copies the bytes into the frame and keeps no buffer
+        // of the message; were that ever to change, the caller's memory would
+        // be read after this call returned.
+        if borrowed.iter().any(|b| Arc::strong_count(b) != 1) {
+            eprintln!("freight: bug: publish_copy kept a buffer it was lent by C; aborting before it is read freed");
+            std::process::abort();
+        }
+        Ok(published?)
     }
 
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
@@ -316,6 +331,40 @@ fn split<M: Message>(sample: Sample<M>) -> Result<AnySample, Failure> {
 
 /// Decodes `M` from small-field CDR with buffer ordinals, each buffer a copy
 /// of the caller's memory in `buffers`.
+/// A C caller's bytes, lent for the length of one `publish_copy` (which
+/// copies them into the frame), so that they are not first copied into a Rust
+/// buffer.
+struct Borrowed {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: read-only memory, which the caller keeps unchanged and alive for
+// the call that lent it (see `AnyPublisher::publish_copy`).
+unsafe impl Send for Borrowed {}
+unsafe impl Sync for Borrowed {}
+
+impl std::fmt::Debug for Borrowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Borrowed({} bytes)", self.len)
+    }
+}
+
+impl BufferStorage for Borrowed {
+    fn backend(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn host_bytes(&self) -> Option<&[u8]> {
+        // SAFETY: `len` readable bytes at `ptr` while the lending call runs,
+        // and this storage does not outlive it (checked there). An empty C
+        // buffer may come with any pointer, null included.
+        Some(if self.len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(self.ptr, self.len) } })
+    }
+}
+
 fn decode_copied<M: Message>(fields: &[u8], buffers: &[&[u8]]) -> Result<M, Failure> {
     let mut copies = buffers.iter().map(|b| freight::Buffer::from(b.to_vec()).raw().clone());
     decode::<M>(fields, &mut |_| copies.next())
