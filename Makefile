@@ -18,12 +18,21 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-# Leaves the tool at target/release/freight. The Python module is built by
+# Leaves the tool at target/release/freight, and beside it freight-bench-cpp, the
+# C++ side of `freight bench latency --lang cpp`. The Python module is built by
 # maturin alone (`make wheel`): it has no Rust tests, and cargo would build it
 # with another profile, so that each build would undo the other's.
 CRATES := --workspace --exclude freight-py
 build: deps
 	$(CARGO) build --release $(CRATES) --locked
+	@$(MAKE) --no-print-directory target/release/freight-bench-cpp
+
+# Written with the C++ API as a user would; it finds libfreight_c.so beside
+# it, or in ../../lib where `make install` puts it (libexec/freight/).
+target/release/freight-bench-cpp: crates/freight-c/bench/latency.cpp $(wildcard crates/freight-c/include/freight/*.h*) \
+		$(wildcard crates/freight-c/include/freight/msgs/*.hpp) target/release/libfreight_c.so
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Icrates/freight-c/include -o $@ $< \
+		-Ltarget/release -lfreight_c -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../../lib'
 
 # The Python package as one abi3 wheel (CPython 3.9 and later) in target/wheels/;
 # `pip install target/wheels/freight-*.whl` installs it (or `pip install .`).

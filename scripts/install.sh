@@ -15,6 +15,11 @@ done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n 1)
 mkdir -p "$prefix/bin" "$prefix/lib/cmake/freight" "$prefix/lib/pkgconfig" "$prefix/include/freight/msgs"
 install -m 0755 "$built/freight" "$prefix/bin/"
+# The C++ side of `freight bench latency --lang cpp`, where the tool looks for it.
+if [ -f "$built/freight-bench-cpp" ]; then
+    mkdir -p "$prefix/libexec/freight"
+    install -m 0755 "$built/freight-bench-cpp" "$prefix/libexec/freight/"
+fi
 install -m 0755 "$built/libfreight_c.so" "$prefix/lib/"
 install -m 0644 "$built/libfreight_c.a" "$prefix/lib/"
 install -m 0644 "$crate/include/freight/"*.h "$crate/include/freight/"*.hpp "$prefix/include/freight/"

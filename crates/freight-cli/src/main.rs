@@ -461,7 +461,8 @@ mod tests {
             panic!("expected bench latency");
         };
         assert_eq!(args.sizes, [8, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 128 << 20]);
-        let names: Vec<&str> = args.transports.iter().map(|t| t.as_str()).collect();
+        assert_eq!(args.transports, None);
+        let names: Vec<&str> = args.lang.default_transports().iter().map(|t| t.as_str()).collect();
         assert_eq!(names, ["intra", "shm-loan", "shm-copy", "iceoryx2", "memcpy"]);
         assert_eq!(args.wait.modes(), [bench::WaitMode::Spin, bench::WaitMode::Block]);
         assert_eq!(args.iterations, 5000);

@@ -117,3 +117,54 @@ fn bench_latency_lang_python_runs_the_python_benchmark() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("freight p50 µs"), "{stdout}");
 }
+
+/// The C++ program `make build` leaves beside the tool; its absence fails the test with
+/// the tool's own advice.
+#[test]
+fn bench_latency_lang_cpp_compares_the_cpp_api_with_the_rust_api() {
+    let dir = PrivateDir::new("freight-cli-bench-cpp");
+    let json = dir.path().join("rows.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--lang", "cpp", "--sizes", "8B,1MiB", "--wait", "spin", "--iterations", "100"])
+        .args(["--duration-per-row", "0.2", "--json"])
+        .arg(&json)
+        .env_remove("FREIGHT_BENCH_CPP")
+        .output()
+        .expect("run freight");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "freight failed: {stderr}");
+
+    // cpp-loan, shm-loan, iceoryx2, cpp-copy, shm-copy, memcpy for each size.
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    assert_eq!(rows.len(), 12, "{rows:#?}");
+    for transport in ["cpp-loan", "cpp-copy"] {
+        let cpp: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == transport).collect();
+        assert_eq!(cpp.len(), 2, "{rows:#?}");
+        for row in cpp {
+            assert!(row["p50_us"].as_f64().expect("p50_us is a number") > 0.0, "{row}");
+            assert!(row["msgs_per_s"].as_f64().expect("msgs/s") > 0.0, "{row}");
+        }
+    }
+    // Each C++ row is compared with the Rust row it wraps.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let cpp_lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("cpp-")).collect();
+    assert_eq!(cpp_lines.len(), 4, "{stdout}");
+    assert!(cpp_lines.iter().all(|l| l.trim_end().ends_with('x')), "{stdout}");
+}
+
+#[test]
+fn a_failing_cpp_program_fails_the_row_with_its_reason() {
+    let dir = PrivateDir::new("freight-cli-bench-cpp-fails");
+    let program = dir.path().join("freight-bench-cpp");
+    std::fs::write(&program, "#!/bin/sh\necho 'error: no shared memory today' >&2\nexit 1\n").expect("a script");
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--transports", "cpp-loan", "--sizes", "8B", "--wait", "spin"])
+        .env("FREIGHT_BENCH_CPP", &program)
+        .output()
+        .expect("run freight");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cpp-loan spin 8 B") && stderr.contains("no shared memory today"), "{stderr}");
+}

@@ -31,6 +31,12 @@ pub enum TransportKind {
     /// stock ROS 2 over Cyclone DDS on loopback: serialize, UDP, deserialize (not measured by
     /// default: its large rows take long).
     Dds,
+    /// freight's C++ API, both sides C++, loaning shared memory (baseline: shm-loan; the
+    /// default of --lang cpp).
+    CppLoan,
+    /// freight's C++ API, both sides C++, publish_copy of the user's buffer (baseline:
+    /// shm-copy; the default of --lang cpp).
+    CppCopy,
 }
 
 impl TransportKind {
@@ -44,6 +50,8 @@ impl TransportKind {
             TransportKind::Iceoryx2Threadsafe => "iceoryx2-threadsafe",
             TransportKind::Memcpy => "memcpy",
             TransportKind::Dds => "dds",
+            TransportKind::CppLoan => "cpp-loan",
+            TransportKind::CppCopy => "cpp-copy",
         }
     }
 }
@@ -78,6 +86,20 @@ pub enum Lang {
     /// freight's Python API against the iceoryx2 Python binding, both Python to Python
     /// (`python -m freight.bench latency`).
     Python,
+    /// freight's C++ API against the Rust API and raw iceoryx2, in the same run: unless
+    /// --transports says otherwise, cpp-loan, shm-loan, iceoryx2, cpp-copy, shm-copy, memcpy.
+    Cpp,
+}
+
+impl Lang {
+    /// The transports a run measures when --transports is not given.
+    pub fn default_transports(self) -> &'static [TransportKind] {
+        use TransportKind::*;
+        match self {
+            Lang::Rust | Lang::Python => &[Intra, ShmLoan, ShmCopy, Iceoryx2, Memcpy],
+            Lang::Cpp => &[CppLoan, ShmLoan, Iceoryx2, CppCopy, ShmCopy, Memcpy],
+        }
+    }
 }
 
 /// Arguments of `freight bench latency`.
@@ -94,15 +116,10 @@ pub struct LatencyArgs {
     )]
     pub sizes: Vec<usize>,
 
-    /// Comma-separated transports to measure.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_enum,
-        default_value = "intra,shm-loan,shm-copy,iceoryx2,memcpy",
-        value_name = "TRANSPORTS"
-    )]
-    pub transports: Vec<TransportKind>,
+    /// Comma-separated transports to measure [default: intra,shm-loan,shm-copy,iceoryx2,memcpy;
+    /// with --lang cpp: cpp-loan,shm-loan,iceoryx2,cpp-copy,shm-copy,memcpy].
+    #[arg(long, value_delimiter = ',', value_enum, value_name = "TRANSPORTS")]
+    pub transports: Option<Vec<TransportKind>>,
 
     /// How the receiving side waits: busy-poll (spin), sleep in the OS (block), or both.
     #[arg(long, value_enum, default_value = "both")]
@@ -134,7 +151,9 @@ pub struct LatencyArgs {
 
     /// Whose API to measure. python: freight's Python API against the iceoryx2 Python binding,
     /// busy-polling, run by `<python> -m freight.bench latency` with --sizes, --iterations,
-    /// --duration-per-row and --json (--transports, --wait and --plot are for rust only).
+    /// --duration-per-row and --json (--transports, --wait and --plot are for rust and cpp
+    /// only). cpp: freight's C++ API against the Rust API and raw iceoryx2 in the same run (the
+    /// program `make build` compiles from crates/freight-c/bench/latency.cpp).
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
 

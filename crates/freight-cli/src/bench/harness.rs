@@ -226,6 +226,7 @@ pub fn run_row(t: &dyn Transport, row: &RowConfig, plan: &RunPlan, cpus: &CpuPla
         Placement::Processes => with_process_peers(t, row, plan.capacity(), cpus, deadline, |end, link| {
             drive_publisher(end, link, plan, deadline)
         }),
+        Placement::External => t.run_external(row, plan, cpus),
     })
 }
 

@@ -71,6 +71,7 @@
 //! module) reproduces seed 002's CPU–GPU pipelines and documents its protocol.
 
 mod args;
+mod cpp;
 mod dds;
 mod fanout;
 mod freight_impl;
@@ -161,6 +162,7 @@ pub fn registered_transports() -> Vec<Box<dyn Transport>> {
         Box::new(dds::Dds),
     ];
     all.extend(freight_transports::freight_transports());
+    all.extend(cpp::all());
     all
 }
 
@@ -251,7 +253,7 @@ impl LatencyJob {
             }
         }
         let mut transports = Vec::new();
-        for &t in &args.transports {
+        for &t in args.transports.as_deref().unwrap_or(args.lang.default_transports()) {
             if !transports.contains(&t) {
                 transports.push(t);
             }

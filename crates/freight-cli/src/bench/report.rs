@@ -39,11 +39,14 @@ pub struct RowStats {
 ///
 /// freight's zero-copy paths (`intra`, `shm-loan`) are compared with raw iceoryx2, the best
 /// that the underlying middleware can do; `shm-copy` copies the payload once, so its floor is
-/// a plain `memcpy` of the same size.
+/// a plain `memcpy` of the same size. The C++ API's rows are compared with the Rust API's
+/// paths they wrap, measured in the same run.
 pub fn baseline_of(transport: &str) -> Option<&'static str> {
     match transport {
         "intra" | "shm-loan" | "iceoryx2-threadsafe" => Some("iceoryx2"),
         "shm-copy" => Some("memcpy"),
+        "cpp-loan" => Some("shm-loan"),
+        "cpp-copy" => Some("shm-copy"),
         _ => None,
     }
 }

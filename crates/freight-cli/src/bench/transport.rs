@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::harness::{RowOutcome, RunPlan};
+use super::sys::CpuPlan;
 use super::BenchError;
 
 /// Bytes of [`Header`] at the start of every payload; also the minimum wire size.
@@ -124,6 +126,9 @@ pub enum Placement {
     Threads,
     /// No peer: one thread times a transfer by itself through [`Transport::open_loopback`].
     Inline,
+    /// Both sides in another program, which follows the protocol itself and reports the
+    /// row's outcome: [`Transport::run_external`] (freight's C++ API).
+    External,
 }
 
 /// A transport the latency benchmark can measure.
@@ -138,6 +143,7 @@ pub enum Placement {
 ///   the subscriber side even starts, so the publisher side may create what the subscriber
 ///   opens. The harness does not send anything before `open_subscriber` has returned.
 /// * [`Placement::Inline`]: only [`Transport::open_loopback`].
+/// * [`Placement::External`]: only [`Transport::run_external`].
 pub trait Transport: Send + Sync {
     /// The transport name as used on the command line (`--transports`).
     fn name(&self) -> &'static str;
@@ -159,6 +165,14 @@ pub trait Transport: Send + Sync {
     /// Opens a single-threaded loopback for [`Placement::Inline`] transports.
     fn open_loopback(&self, row: &RowConfig) -> Result<Box<dyn Loopback>, BenchError> {
         Err(unsupported(self.name(), row, "a loopback"))
+    }
+
+    /// Runs a whole row in another program, for [`Placement::External`] transports: the
+    /// program pins its two sides to `cpus` (when given), follows `plan` and gives up after
+    /// `plan.row_timeout`.
+    fn run_external(&self, row: &RowConfig, plan: &RunPlan, cpus: &CpuPlan) -> Result<RowOutcome, BenchError> {
+        let _ = (plan, cpus);
+        Err(unsupported(self.name(), row, "a program of its own"))
     }
 
     /// Called in the bench process after a row with a peer process failed, once the peer is
