@@ -71,8 +71,10 @@ pub use service::{
 };
 pub use subscription::{
     freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_device_buffer,
-    freight_sample_fields, freight_sample_info, freight_sample_order_on_stream, freight_subscription_create,
-    freight_subscription_create_with_options, freight_subscription_destroy, freight_subscription_publisher_count,
-    freight_subscription_take, FreightMessageInfo, FreightSample, FreightSubscription, FreightSubscriptionOptions,
-    FreightWaitMode, FREIGHT_WAIT_BLOCK, FREIGHT_WAIT_SPIN,
+    freight_sample_fields, freight_sample_info, freight_sample_order_on_stream, freight_sample_view,
+    freight_subscription_create, freight_subscription_create_with_options, freight_subscription_destroy,
+    freight_subscription_publisher_count, freight_subscription_take, FreightMessageInfo, FreightSample,
+    FreightSampleContents, FreightSubscription, FreightSubscriptionOptions, FreightWaitMode, FREIGHT_WAIT_BLOCK,
+    FREIGHT_WAIT_SPIN,
 };
+pub use types::FreightSampleBuffer;

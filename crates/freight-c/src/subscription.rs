@@ -14,7 +14,7 @@ use crate::error::{destroy, guard, hand_out, handle, nth_buffer, str_arg, write_
 use crate::node::{endpoint_args, FreightNode};
 use crate::publisher::backend_arg;
 use crate::qos::FreightQos;
-use crate::types::{AnySample, AnySubscription};
+use crate::types::{AnySample, AnySubscription, FreightSampleBuffer};
 
 /// A subscription (`freight_subscription` in C).
 pub struct FreightSubscription(Box<dyn AnySubscription>);
@@ -263,8 +263,8 @@ pub unsafe extern "C" fn freight_sample_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let sample = unsafe { handle(sample, "the sample") }?;
-        let (ptr, n) = nth_buffer(&sample.0.buffers, index, "sample")?;
-        unsafe { write_range(data, len, (ptr, n)) }
+        let buffer = nth_buffer(&sample.0.buffers, index, "sample")?;
+        unsafe { write_range(data, len, (buffer.data, buffer.len)) }
     })
 }
 
@@ -285,14 +285,14 @@ pub unsafe extern "C" fn freight_sample_device_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let sample = unsafe { handle(sample, "the sample") }?;
-        let (_, n) = nth_buffer(&sample.0.buffers, index, "sample")?;
-        let device = sample.0.device.get(index).copied().flatten().ok_or_else(|| {
-            Failure::new(
+        let buffer = nth_buffer(&sample.0.buffers, index, "sample")?;
+        if buffer.device == 0 {
+            return Err(Failure::new(
                 Status::Take,
                 format!("buffer {index} is {} memory, which no device addresses", sample.0.info.backend),
-            )
-        })?;
-        unsafe { write_range(device_ptr, len, (device, n)) }
+            ));
+        }
+        unsafe { write_range(device_ptr, len, (buffer.device, buffer.len)) }
     })
 }
 
@@ -325,19 +325,68 @@ pub unsafe extern "C" fn freight_sample_info(sample: *const FreightSample, info:
         if info.is_null() {
             return Err(Failure::new(Status::InvalidArgument, "the info is a null pointer"));
         }
-        let i = &sample.0.info;
-        let transport = match i.transport {
-            freight::Transport::Intra => c"intra",
-            freight::Transport::Shm => c"shm",
-            freight::Transport::Network => c"network",
-        };
+        unsafe { info.write(message_info(&sample.0.info)) };
+        Ok(())
+    })
+}
+
+/// How a message came, as C reads it.
+fn message_info(i: &freight::MessageInfo) -> FreightMessageInfo {
+    let transport = match i.transport {
+        freight::Transport::Intra => c"intra",
+        freight::Transport::Shm => c"shm",
+        freight::Transport::Network => c"network",
+    };
+    FreightMessageInfo {
+        publisher_id: i.publisher_id,
+        sequence: i.sequence,
+        publish_time_ns: i.publish_time_ns,
+        transport: transport.as_ptr(),
+        backend: backend_name(i.backend),
+    }
+}
+
+/// Everything of a sample at once (`freight_sample_contents` in C).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightSampleContents {
+    /// The small fields as CDR, buffer fields as their ordinals.
+    pub fields: *const u8,
+    /// Bytes at `fields`.
+    pub fields_len: usize,
+    /// The buffers, in ordinal order.
+    pub buffers: *const FreightSampleBuffer,
+    /// Buffers at `buffers`.
+    pub buffer_count: usize,
+    /// How the message came.
+    pub info: FreightMessageInfo,
+}
+
+/// Writes to `out` everything of the sample that
+/// [`freight_sample_fields`], [`freight_sample_buffer_count`],
+/// [`freight_sample_buffer`], [`freight_sample_device_buffer`] and
+/// [`freight_sample_info`] give one call each: read-only, valid while the
+/// sample lives. One call where a typed reader (C++'s `Sample<T>`) would
+/// otherwise make several per message.
+///
+/// # Safety
+/// `sample` is null or live; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_sample_view(sample: *const FreightSample, out: *mut FreightSampleContents) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let sample = unsafe { handle(sample, "the sample") }?;
+        if out.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
+        }
+        let s = &sample.0;
         unsafe {
-            info.write(FreightMessageInfo {
-                publisher_id: i.publisher_id,
-                sequence: i.sequence,
-                publish_time_ns: i.publish_time_ns,
-                transport: transport.as_ptr(),
-                backend: backend_name(i.backend),
+            out.write(FreightSampleContents {
+                fields: s.fields.as_ptr(),
+                fields_len: s.fields.len(),
+                buffers: s.buffers.as_ptr(),
+                buffer_count: s.buffers.len(),
+                info: message_info(&s.info),
             })
         };
         Ok(())

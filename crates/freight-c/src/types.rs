@@ -71,26 +71,50 @@ pub(crate) trait AnySubscription: Send + Sync {
 /// A received message: its small fields as CDR with buffer ordinals, and its
 /// buffers, alive as long as `sample` is.
 pub(crate) struct AnySample {
-    _sample: Box<dyn Any + Send>,
+    sample: Box<dyn HeldSample>,
     pub(crate) fields: Vec<u8>,
-    /// Each buffer: its host address (null for device memory) and length.
-    pub(crate) buffers: Vec<(*const u8, usize)>,
-    /// Each buffer's device address, where a device reaches it.
-    pub(crate) device: Vec<Option<u64>>,
-    /// The buffers themselves, to order a stream after their writers.
-    raws: Vec<RawBuffer>,
+    pub(crate) buffers: Vec<FreightSampleBuffer>,
     pub(crate) info: freight::MessageInfo,
+}
+
+/// One buffer of a received message (`freight_sample_buffer_view` in C).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightSampleBuffer {
+    /// The host's address of its first byte; null for device memory.
+    pub data: *const u8,
+    /// Its length in bytes.
+    pub len: usize,
+    /// Where a device addresses it (a `CUdeviceptr`); 0 where none does.
+    pub device: u64,
 }
 
 impl AnySample {
     /// Orders work later submitted to `stream` after the writes of every
     /// device buffer of the message (host memory needs none).
     pub(crate) fn order_on_stream(&self, stream: u64) -> Result<(), Failure> {
-        for (i, raw) in self.raws.iter().enumerate() {
-            raw.order_on_stream(stream)
-                .map_err(|e| Failure::new(Status::Take, format!("ordering a stream after buffer {i}: {e}")))?;
-        }
-        Ok(())
+        let mut result = Ok(());
+        let mut i = 0;
+        self.sample.visit_raws(&mut |raw| {
+            if result.is_ok() {
+                result = raw
+                    .order_on_stream(stream)
+                    .map_err(|e| Failure::new(Status::Take, format!("ordering a stream after buffer {i}: {e}")));
+            }
+            i += 1;
+        });
+        result
+    }
+}
+
+/// A sample of some type, held for the memory its buffers are in.
+trait HeldSample: Send {
+    fn visit_raws(&self, f: &mut dyn FnMut(&RawBuffer));
+}
+
+impl<M: Message> HeldSample for Sample<M> {
+    fn visit_raws(&self, f: &mut dyn FnMut(&RawBuffer)) {
+        self.visit_buffers(f);
     }
 }
 
@@ -324,9 +348,7 @@ fn split<M: Message>(sample: Sample<M>) -> Result<AnySample, Failure> {
     let mut enc = Ordinals::default();
     sample.write(&mut w, &mut enc).map_err(|e| Failure::new(Status::Internal, e.to_string()))?;
     let info = *sample.info();
-    let sample: Box<dyn Any + Send> = Box::new(sample);
-    let Ordinals { buffers, device, raws } = enc;
-    Ok(AnySample { _sample: sample, fields: w.finish(), buffers, device, raws, info })
+    Ok(AnySample { sample: Box::new(sample), fields: w.finish(), buffers: enc.buffers, info })
 }
 
 /// Decodes `M` from small-field CDR with buffer ordinals, each buffer a copy
@@ -418,18 +440,17 @@ impl BufferDecoder for FromOrdinals<'_> {
 /// Writes each buffer field as its ordinal, noting its memory.
 #[derive(Default)]
 struct Ordinals {
-    buffers: Vec<(*const u8, usize)>,
-    device: Vec<Option<u64>>,
-    raws: Vec<RawBuffer>,
+    buffers: Vec<FreightSampleBuffer>,
 }
 
 impl BufferEncoder for Ordinals {
     fn write_buffer(&mut self, w: &mut CdrWriter, buf: &RawBuffer, _: ElementInfo) -> Result<(), EncodeError> {
         w.write_u32(self.buffers.len() as u32);
-        let ptr = buf.host_bytes().map_or(std::ptr::null(), <[u8]>::as_ptr);
-        self.buffers.push((ptr, buf.len_bytes()));
-        self.device.push(buf.device_view().map(|v| v.ptr));
-        self.raws.push(buf.clone());
+        self.buffers.push(FreightSampleBuffer {
+            data: buf.host_bytes().map_or(std::ptr::null(), <[u8]>::as_ptr),
+            len: buf.len_bytes(),
+            device: buf.device_view().map_or(0, |v| v.ptr),
+        });
         Ok(())
     }
 }

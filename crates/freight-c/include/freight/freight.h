@@ -290,6 +290,26 @@ freight_status freight_sample_order_on_stream(const freight_sample *sample, uint
 
 freight_status freight_sample_info(const freight_sample *sample, freight_message_info *info);
 
+/* One buffer of a received message. */
+typedef struct freight_sample_buffer_view {
+  const uint8_t *data; /* NULL for device memory */
+  size_t len;
+  uint64_t device; /* a CUdeviceptr where a device addresses it, else 0 */
+} freight_sample_buffer_view;
+
+/* Everything of a sample, read-only and valid while it lives: what
+ * freight_sample_fields, _buffer_count, _buffer, _device_buffer and _info
+ * give one call each. */
+typedef struct freight_sample_contents {
+  const uint8_t *fields; /* small fields as CDR, buffer fields as ordinals */
+  size_t fields_len;
+  const freight_sample_buffer_view *buffers; /* buffer_count, in ordinal order */
+  size_t buffer_count;
+  freight_message_info info;
+} freight_sample_contents;
+
+freight_status freight_sample_view(const freight_sample *sample, freight_sample_contents *out);
+
 /* The memory goes back to the publisher once no other reader holds it. */
 void freight_sample_destroy(freight_sample *sample);
 

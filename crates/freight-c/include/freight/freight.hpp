@@ -159,10 +159,18 @@ template <typename T, typename Send>
 freight_status send_split(const T &msg, Send &&send) {
   auto [fields, noted] = split(msg);
   std::vector<freight_buffer> buffers;
+  buffers.reserve(noted.size());
   for (const auto &n : noted) {
     buffers.push_back(freight_buffer{n.data, n.bytes});
   }
   return send(fields.data(), fields.size(), buffers.data(), buffers.size());
+}
+
+// What the views of a loan's memory hold: nothing, the loan is the owner
+// (but not empty, which would make the views copies).
+inline const std::shared_ptr<const void> &loan_owned() {
+  static const std::shared_ptr<const void> owner = std::make_shared<int>(0);
+  return owner;
 }
 
 // A timeout as the C ABI's nanoseconds (a negative one is zero).
@@ -233,13 +241,15 @@ public:
   Loan<T> assume_init() && {
     // T's buffer fields become views of the loan's memory, in field order.
     std::vector<cdr::BufferSource::Memory> views;
+    views.reserve(buffers_.size());
     for (std::size_t i = 0; i < buffers_.size(); ++i) {
       const auto [ptr, len] = buffers_[i];
       const std::uint64_t device =
           ptr == nullptr && len > 0 ? reinterpret_cast<std::uintptr_t>(detail::loan_device_ptr(handle_.get(), i)) : 0;
-      views.push_back(cdr::BufferSource::Memory{ptr, len, keep_, device});
+      views.push_back(cdr::BufferSource::Memory{ptr, len, detail::loan_owned(), device});
     }
-    auto [fields, none] = detail::split(T{});
+    // The small fields of a default T, the same for every loan of T.
+    static const std::vector<std::uint8_t> fields = detail::split(T{}).first;
     T msg = detail::join<T>(fields.data(), fields.size(), std::move(views));
     return Loan<T>(std::move(handle_), std::move(buffers_), std::move(msg));
   }
@@ -257,8 +267,6 @@ private:
   }
   typename Loan<T>::Handle handle_;
   std::vector<std::pair<std::uint8_t *, std::size_t>> buffers_;
-  // What the views of the loan's memory hold (nothing: the loan is the owner).
-  std::shared_ptr<const void> keep_ = std::make_shared<int>(0);
 };
 
 // How a publisher is made (Node::create_publisher).
@@ -360,24 +368,15 @@ public:
   // The sample `raw` (which it takes over) as a typed message.
   static Sample from(freight_sample *raw) {
     std::shared_ptr<freight_sample> sample(raw, freight_sample_destroy);
-    const std::uint8_t *fields = nullptr;
-    std::size_t len = 0;
-    detail::check(freight_sample_fields(raw, &fields, &len));
+    freight_sample_contents c{};
+    detail::check(freight_sample_view(raw, &c));
     std::vector<cdr::BufferSource::Memory> buffers;
-    for (std::size_t i = 0, n = freight_sample_buffer_count(raw); i < n; ++i) {
-      const std::uint8_t *data = nullptr;
-      std::size_t bytes = 0;
-      detail::check(freight_sample_buffer(raw, i, &data, &bytes));
-      std::uint64_t device = 0;
-      if (data == nullptr && bytes > 0) {
-        std::size_t device_len = 0;
-        detail::check(freight_sample_device_buffer(raw, i, &device, &device_len));
-      }
-      buffers.push_back(cdr::BufferSource::Memory{data, bytes, sample, device});
+    buffers.reserve(c.buffer_count);
+    for (std::size_t i = 0; i < c.buffer_count; ++i) {
+      const freight_sample_buffer_view &b = c.buffers[i];
+      buffers.push_back(cdr::BufferSource::Memory{b.data, b.len, sample, b.device});
     }
-    freight_message_info info{};
-    detail::check(freight_sample_info(raw, &info));
-    return Sample(detail::join<T>(fields, len, std::move(buffers)), info, std::move(sample));
+    return Sample(detail::join<T>(c.fields, c.fields_len, std::move(buffers)), c.info, std::move(sample));
   }
 
   // Orders the work later submitted to `stream` (a cudaStream_t; nullptr
