@@ -46,5 +46,17 @@ fn the_cpp_examples_build_against_the_installed_package_and_run_in_every_mode() 
     let consumed = consumer.finish("pointcloud_pipeline consumer");
     assert_eq!(consumed.matches(": 50000 points via shm, preprocess -> here ").count(), 3, "{consumed}");
     assert!(!consumed.contains("WRONG"), "{consumed}");
+
+    // The robot arm (seed 000's CPU path): renderer and display processes, both
+    // transports, every pixel checked against the renderer's checksum.
+    let arm = build.join("robot_arm");
+    let out = ok(
+        "robot_arm compare",
+        Command::new(&arm).args(["compare", "--seconds", "1", "--resolutions", "640x480"]).output().unwrap(),
+    );
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("| 640x480 |")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].contains("| shm (shm) |") && rows[1].contains("| copy (shm) |"), "{out}");
+    assert!(rows.iter().all(|r| r.ends_with("| all match |")), "{out}");
     let _ = std::fs::remove_dir_all(&work);
 }
