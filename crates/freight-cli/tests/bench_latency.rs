@@ -1,6 +1,7 @@
 //! End-to-end: run the `freight` binary as a user would and check what it writes.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use freight_testkit::{skip, Lack, PrivateDir};
 
@@ -28,12 +29,10 @@ fn bench_latency_writes_table_json_and_png() {
         .arg(&png)
         .output()
         .expect("run freight");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "freight failed: {stderr}");
+    let stderr = succeeded(&out);
 
     // 2 sizes x 2 waits x 2 transports (memcpy is measured once, reported per wait).
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    let rows = rows_of(&json);
     assert_eq!(rows.len(), 8, "{rows:#?}");
     for row in &rows {
         let p50 = row["p50_us"].as_f64().expect("p50_us is a number");
@@ -70,8 +69,7 @@ fn bench_latency_measures_a_dds_row() {
         .args(["bench", "latency", "--sizes", "1KiB", "--transports", "dds", "--wait", "block", "--iterations", "50"])
         .output()
         .expect("run freight");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "freight failed: {stderr}");
+    succeeded(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let row = stdout.lines().find(|l| l.starts_with("dds ")).unwrap_or_else(|| panic!("no dds row: {stdout}"));
     assert!(row.contains("block") && row.contains("1 KiB") && row.contains("baseline"), "{row}");
@@ -101,12 +99,10 @@ fn bench_latency_lang_python_runs_the_python_benchmark() {
         .env("FREIGHT_PYTHON", &python)
         .output()
         .expect("run freight");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "freight failed: {stderr}");
+    succeeded(&out);
 
     // freight, and iceoryx2 where its Python binding is installed, for each size.
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    let rows = rows_of(&json);
     let freight_rows: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == "freight").collect();
     assert_eq!(freight_rows.len(), 2, "{rows:#?}");
     for row in &rows {
@@ -131,12 +127,10 @@ fn bench_latency_lang_cpp_compares_the_cpp_api_with_the_rust_api() {
         .env_remove("FREIGHT_BENCH_CPP")
         .output()
         .expect("run freight");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "freight failed: {stderr}");
+    succeeded(&out);
 
     // cpp-loan, shm-loan, iceoryx2, cpp-copy, shm-copy, memcpy for each size.
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("valid json");
+    let rows = rows_of(&json);
     assert_eq!(rows.len(), 12, "{rows:#?}");
     for transport in ["cpp-loan", "cpp-copy"] {
         let cpp: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == transport).collect();
@@ -167,4 +161,16 @@ fn a_failing_cpp_program_fails_the_row_with_its_reason() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cpp-loan spin 8 B") && stderr.contains("no shared memory today"), "{stderr}");
+}
+
+/// The rows `--json` wrote.
+fn rows_of(json: &Path) -> Vec<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(json).expect("json written")).expect("valid json")
+}
+
+/// The stderr of a run of the tool that must have succeeded.
+fn succeeded(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "freight failed: {stderr}");
+    stderr
 }
