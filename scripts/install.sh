@@ -1,9 +1,11 @@
 #!/bin/sh
-# Installs freight's C and C++ API into PREFIX (default /usr/local): the
-# library (lib/libfreight_c.so, lib/libfreight_c.a), the headers
-# (include/freight/, the messages' in include/freight/msgs/) and the CMake package (lib/cmake/freight/), from a
-# release build (`cargo build --release -p freight-c`, or `make build`).
-# Usage: scripts/install-c.sh [PREFIX] [LIBDIR of the build, default target/release]
+# Installs the freight tool and freight's C and C++ API into PREFIX (default
+# /usr/local): bin/freight, the library (lib/libfreight_c.so,
+# lib/libfreight_c.a), the headers (include/freight/, the messages' in
+# include/freight/msgs/), the CMake package (lib/cmake/freight/), freight.pc,
+# and, when `make build` made it, the C++ side of `freight bench latency --lang
+# cpp` (libexec/freight/freight-bench-cpp), from a release build (`make build`).
+# Usage: scripts/install.sh [PREFIX] [LIBDIR of the build, default target/release]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-/usr/local}
