@@ -451,4 +451,81 @@ mod tests {
         assert!(bad_wait.message.contains("wait mode 7"), "{}", bad_wait.message);
         assert_eq!(null_backends.expect_err("null backends").status, Status::InvalidArgument);
     }
+
+    /// A message sent from Rust, taken through the C ABI and read with
+    /// `freight_sample_view`, then sent back through `publish_copy` from
+    /// the memory the view gave: both arrive whole.
+    #[test]
+    fn a_sample_view_gives_fields_buffers_and_info_that_publish_copy_takes_back() {
+        use crate::context::{freight_context_create_with, freight_context_destroy, FreightContextOptions};
+        use crate::node::{freight_node_create, freight_node_destroy};
+        use crate::publisher::{freight_publisher_create, freight_publisher_destroy, freight_publisher_publish_copy};
+        use crate::FreightBuffer;
+        use freight::msgs::std_msgs::UInt8MultiArray;
+
+        let options = FreightContextOptions { domain_id: crate::FREIGHT_DOMAIN_FROM_ENV, local_only: true };
+        let (mut ctx, mut node, mut sub, mut publisher) =
+            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        let topic = format!("/sample_view_{}\0", std::process::id());
+        let (type_name, topic) = (c"std_msgs/msg/UInt8MultiArray".as_ptr(), topic.as_ptr().cast::<c_char>());
+        let spin = FreightSubscriptionOptions {
+            accepted_backends: std::ptr::null(),
+            accepted_backend_count: 0,
+            wait: FREIGHT_WAIT_SPIN,
+        };
+        // SAFETY: live handles and out pointers, each handle destroyed once;
+        // the view is read while its sample lives.
+        unsafe {
+            assert_eq!(freight_context_create_with(&options, &mut ctx), Status::Ok);
+            assert_eq!(freight_node_create(ctx, c"viewer".as_ptr(), std::ptr::null(), &mut node), Status::Ok);
+            let qos = crate::freight_qos_keep_last(4);
+            assert_eq!(
+                freight_subscription_create_with_options(node, type_name, topic, &qos, &spin, &mut sub),
+                Status::Ok
+            );
+            let rust = (*node)
+                .node()
+                .create_publisher::<UInt8MultiArray>(
+                    std::ffi::CStr::from_ptr(topic).to_str().unwrap(),
+                    freight::QoS::keep_last(4),
+                )
+                .expect("a Rust publisher");
+            let msg =
+                UInt8MultiArray { data: freight::Buffer::from((0..=255u8).collect::<Vec<_>>()), ..Default::default() };
+            rust.publish_copy(&msg).expect("published");
+
+            let mut sample = std::ptr::null_mut();
+            assert_eq!(freight_subscription_take(sub, 1_000_000_000, &mut sample), Status::Ok);
+            assert!(!sample.is_null());
+            assert_eq!(freight_sample_view(sample, std::ptr::null_mut()), Status::InvalidArgument);
+            let mut view = std::mem::MaybeUninit::<FreightSampleContents>::uninit();
+            assert_eq!(freight_sample_view(sample, view.as_mut_ptr()), Status::Ok);
+            let view = view.assume_init();
+            assert_eq!(view.buffer_count, 1);
+            let buffer = *view.buffers;
+            assert_eq!(buffer.device, 0, "host memory");
+            let bytes = std::slice::from_raw_parts(buffer.data, buffer.len);
+            assert!(bytes.iter().copied().eq(0..=255u8));
+            assert_eq!(std::ffi::CStr::from_ptr(view.info.transport), c"intra");
+
+            // Back through C: the fields and the buffer as the view gave them.
+            assert_eq!(freight_publisher_create(node, type_name, topic, &qos, &mut publisher), Status::Ok);
+            let lent = FreightBuffer { data: buffer.data, len: buffer.len };
+            assert_eq!(freight_publisher_publish_copy(publisher, view.fields, view.fields_len, &lent, 1), Status::Ok);
+            freight_sample_destroy(sample);
+            let mut again = std::ptr::null_mut();
+            assert_eq!(freight_subscription_take(sub, 1_000_000_000, &mut again), Status::Ok);
+            let mut view = std::mem::MaybeUninit::<FreightSampleContents>::uninit();
+            assert_eq!(freight_sample_view(again, view.as_mut_ptr()), Status::Ok);
+            let view = view.assume_init();
+            let buffer = *view.buffers;
+            assert!(std::slice::from_raw_parts(buffer.data, buffer.len).iter().copied().eq(0..=255u8));
+            freight_sample_destroy(again);
+
+            freight_publisher_destroy(publisher);
+            freight_subscription_destroy(sub);
+            freight_node_destroy(node);
+            freight_context_destroy(ctx);
+        }
+    }
 }
