@@ -200,8 +200,8 @@ pub unsafe extern "C" fn freight_loan_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let loan = unsafe { handle(loan, "the loan") }?;
-        let (ptr, n) = nth_buffer(&loan.0.buffers, index, "loan")?;
-        unsafe { write_range(data, len, (ptr, n)) }
+        let buffer = nth_buffer(&loan.0.buffers, index, "loan")?;
+        unsafe { write_range(data, len, (buffer.data, buffer.len)) }
     })
 }
 
@@ -222,14 +222,14 @@ pub unsafe extern "C" fn freight_loan_device_buffer(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let loan = unsafe { handle(loan, "the loan") }?;
-        let (_, n) = nth_buffer(&loan.0.buffers, index, "loan")?;
-        let device = loan.0.device.get(index).copied().flatten().ok_or_else(|| {
+        let buffer = nth_buffer(&loan.0.buffers, index, "loan")?;
+        let device = buffer.device.ok_or_else(|| {
             Failure::new(
                 Status::Loan,
                 format!("buffer {index} is {} memory, which no device addresses", loan.0.backend),
             )
         })?;
-        unsafe { write_range(device_ptr, len, (device, n)) }
+        unsafe { write_range(device_ptr, len, (device, buffer.len)) }
     })
 }
 

@@ -42,11 +42,7 @@ pub(crate) trait AnyPublisher: Send + Sync {
 pub(crate) struct AnyLoan {
     /// The `LoanUninit<M>`.
     loan: Box<dyn Any + Send>,
-    /// Each buffer: its address (null for device memory) and length.
-    pub(crate) buffers: Vec<(*mut u8, usize)>,
-    /// Each buffer's device address, where a device reaches it (`cuda`,
-    /// `cuda-host`).
-    pub(crate) device: Vec<Option<u64>>,
+    pub(crate) buffers: Vec<LoanBuffer>,
     pub(crate) backend: BackendKind,
     /// The stream the writes to its device buffers went to, applied when it
     /// is published.
@@ -56,6 +52,16 @@ pub(crate) struct AnyLoan {
 // SAFETY: the addresses point into the loan, which is `Send`; they are only
 // handed to the thread that holds the loan.
 unsafe impl Send for AnyLoan {}
+
+/// One buffer of a loan.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoanBuffer {
+    /// Its first byte; null for device memory.
+    pub(crate) data: *mut u8,
+    pub(crate) len: usize,
+    /// Where a device addresses it (`cuda`, `cuda-host`).
+    pub(crate) device: Option<u64>,
+}
 
 /// A subscription of some built-in type.
 pub(crate) trait AnySubscription: Send + Sync {
@@ -287,15 +293,14 @@ impl<M: Message> AnyPublisher for Publisher<M> {
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
         let mut loan: LoanUninit<M> = self.loan_buffers(lens)?;
         let backend = loan.backend();
-        let device = (0..lens.len()).map(|i| loan.device_view(i).map(|v| v.ptr)).collect();
         let buffers = (0..lens.len())
-            .map(|i| {
-                let len = loan.buffer_len(i).unwrap_or(0);
-                let ptr = loan.buffer_uninit_mut(i).map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast::<u8>());
-                (ptr, len)
+            .map(|i| LoanBuffer {
+                len: loan.buffer_len(i).unwrap_or(0),
+                device: loan.device_view(i).map(|v| v.ptr),
+                data: loan.buffer_uninit_mut(i).map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast::<u8>()),
             })
             .collect();
-        Ok(AnyLoan { loan: Box::new(loan), buffers, device, backend, write_stream: None })
+        Ok(AnyLoan { loan: Box::new(loan), buffers, backend, write_stream: None })
     }
 
     fn publish(&self, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {

@@ -116,7 +116,12 @@ private:
 // (counted from after the header).
 class Writer {
 public:
-  Writer() : bytes_{0x00, 0x01, 0x00, 0x00} {}
+  // Room for a small message's fields up front: growing from the 4-byte
+  // header would allocate again for each doubling.
+  Writer() {
+    bytes_.reserve(64);
+    bytes_.insert(bytes_.end(), {0x00, 0x01, 0x00, 0x00});
+  }
 
   void align(std::size_t n) {
     const std::size_t pad = (n - (bytes_.size() - 4) % n) % n;

@@ -318,7 +318,11 @@ public:
   }
 
   // Lends `bytes` for the message's one buffer field.
-  LoanUninit<T> loan(std::size_t bytes) const { return loan_buffers({bytes}); }
+  LoanUninit<T> loan(std::size_t bytes) const {
+    freight_loan *raw = nullptr;
+    detail::check(freight_publisher_loan(handle_.get(), &bytes, 1, &raw));
+    return LoanUninit<T>(raw, 1);
+  }
 
   // Lends lens[i] bytes for each buffer field, in field order.
   LoanUninit<T> loan_buffers(const std::vector<std::size_t> &lens) const {
