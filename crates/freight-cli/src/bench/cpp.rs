@@ -10,15 +10,14 @@
 //! rows with the Rust API's (`shm-loan`, `shm-copy`) measured in the same run.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::harness::{row_timeout, RowOutcome, RunPlan};
-use super::sys::CpuPlan;
+use super::harness::{RowOutcome, RunPlan};
+use super::sys::{run_bounded, CpuPlan};
 use super::transport::{Placement, RowConfig, Transport};
 use super::{BenchError, MIN_SAMPLES};
 
@@ -68,8 +67,23 @@ impl Transport for CppTransport {
         if let (Some(publisher), Some(subscriber)) = (cpus.publisher, cpus.subscriber(0)) {
             command.args(["--cpus", &format!("{publisher},{subscriber}")]);
         }
-        let output = run_bounded(command, &program, plan.row_timeout)?;
-        parse_outcome(&output)
+        // A few seconds past the row's limit, which the program enforces itself.
+        let (stdout, success, stderr) =
+            run_bounded(command, plan.row_timeout + Duration::from_secs(5)).map_err(|e| {
+                BenchError::new(
+                    format!("{}: {e}", program.display()),
+                    "rebuild it with `make build` (a C++17 compiler is needed), or retry on a less loaded machine",
+                )
+            })?;
+        if !success {
+            let said = String::from_utf8_lossy(&stderr);
+            let said = said.trim();
+            return Err(BenchError::new(
+                format!("{} failed: {}", program.display(), if said.is_empty() { "it said nothing" } else { said }),
+                "check that /dev/shm is writable and has free space (df -h /dev/shm)",
+            ));
+        }
+        parse_outcome(&String::from_utf8_lossy(&stdout))
     }
 }
 
@@ -98,58 +112,6 @@ fn program(env: Option<OsString>, exe: Option<PathBuf>) -> Result<PathBuf, Bench
             ),
         )
     })
-}
-
-/// Runs `command`, killing it at `limit`, and returns its stdout; its stderr is the reason
-/// when it fails.
-fn run_bounded(mut command: Command, program: &Path, limit: Duration) -> Result<String, BenchError> {
-    let cannot = |e: std::io::Error| {
-        BenchError::new(
-            format!("cannot run {}: {e}", program.display()),
-            "rebuild it with `make build` (a C++17 compiler is needed)",
-        )
-    };
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(cannot)?;
-    // Drained on threads: a full pipe must not stall the program while it is waited for.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                // A read error leaves what was read: the exit status decides the outcome.
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + limit + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(cannot)? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            // Its subscriber dies with it (PR_SET_PDEATHSIG).
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(row_timeout("the C++ program"));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    if !status.success() {
-        let said = stderr.trim();
-        return Err(BenchError::new(
-            format!(
-                "{} failed ({status}): {}",
-                program.display(),
-                if said.is_empty() { "it said nothing" } else { said }
-            ),
-            "check that /dev/shm is writable and has free space (df -h /dev/shm)",
-        ));
-    }
-    Ok(stdout)
 }
 
 /// The program's line.

@@ -1,6 +1,8 @@
-//! Small OS helpers: CPU pinning, output. (The clock is `freight::clock`.)
+//! Small OS helpers: CPU pinning, output, a child process run within a time limit. (The clock is `freight::clock`.)
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The CPUs this process may run on, in ascending order (what `nproc` counts).
 pub fn allowed_cpus() -> Vec<usize> {
@@ -113,6 +115,36 @@ pub fn tail_of(mut err: impl std::io::Read + Send + 'static, keep: usize) -> std
         }
     });
     tail
+}
+
+/// Runs `cmd` to its end within `limit`: (stdout, success, stderr). Killed at the limit.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Result<(Vec<u8>, bool, Vec<u8>), String> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+    let mut stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let end = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) => break status,
+            None if Instant::now() > end => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("no answer within {} s", limit.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    Ok((out.join().unwrap_or_default(), status.success(), err.join().unwrap_or_default()))
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! row, each pinned to its CPU, their stdout read line by line with every wait bounded.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -11,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::stats::percentile;
-use super::super::sys::{lines_of, pin_current_thread, tail_of, CpuPlan};
+use super::super::sys::{lines_of, pin_current_thread, run_bounded, tail_of, CpuPlan};
 use super::namespace::loopback_bytes;
 use super::report::{Measured, Outcome, Row};
 use super::{
@@ -176,36 +175,6 @@ fn probe(plan: &Plan, stack: Stack, work: &WorkDir) -> Result<String, String> {
             Err(format!("{} cannot run the {} peer: {last} (give {how})", python.display(), stack.as_str()))
         }
     }
-}
-
-/// Runs `cmd` to its end within `limit`: (stdout, success, stderr). Killed at the limit.
-fn run_bounded(mut cmd: Command, limit: Duration) -> Result<(Vec<u8>, bool, Vec<u8>), String> {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut stderr = child.stderr.take().ok_or("no stderr")?;
-    let out = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
-        buf
-    });
-    let err = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    });
-    let end = Instant::now() + limit;
-    let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(status) => break status,
-            None if Instant::now() > end => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {} s", limit.as_secs()));
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    };
-    Ok((out.join().unwrap_or_default(), status.success(), err.join().unwrap_or_default()))
 }
 
 /// One running peer process. Dropping it kills and reaps the process.
