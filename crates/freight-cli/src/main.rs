@@ -9,6 +9,7 @@
 //! the hidden `bench peer`, `bench ros2-peer` and `bench soak-worker` (the processes the
 //! benchmarks start).
 
+mod bag;
 mod bench;
 mod dds;
 mod demo;
@@ -192,6 +193,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Inspect and publish topics, as `ros2 topic` does: list, info -v, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(topic::TopicCommand),
+    /// Record, inspect, play and recover bags (rosbag2 layout, MCAP), as `ros2 bag` does.
+    #[command(subcommand)]
+    Bag(bag::BagCommand),
     /// Inspect and call services, as `ros2 service` does: list, type, call.
     #[command(subcommand)]
     Service(service::ServiceCommand),
@@ -430,6 +434,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args).map_err(|e| e.to_string()),
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Service(cmd) => service::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Bag(cmd) => bag::run(&cmd),
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),

@@ -4,6 +4,9 @@
 //! Use it from a `build.rs` with [`Builder`]; the output is one Rust file with a
 //! `pub mod <package> { pub mod msg { ... } pub mod srv { ... } }` per package, to `include!`.
 //!
+//! [`Builder::schemas`] gives what a rosbag2 MCAP recorder records about each
+//! type: its `ros2msg` schema text and RIHS01 type hash ([`TypeSchema`]).
+//!
 //! A service `pkg/srv/Name.srv` becomes the messages `Name_Request` and
 //! `Name_Response` (ROS 2's names, `pkg/srv/Name_Request`) and a unit struct
 //! `Name` implementing `freight_msg::ServiceType`.
@@ -50,6 +53,7 @@ mod cpp;
 pub mod parse;
 mod python;
 mod rust;
+mod schema;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +61,7 @@ use std::path::{Path, PathBuf};
 pub use cpp::CppHeader;
 pub use python::PythonModule;
 pub use rust::rust_ident;
+pub use schema::TypeSchema;
 
 pub use parse::{
     parse_file, parse_srv_file, parse_srv_str, parse_str, ArrayKind, BaseType, Constant, DefaultValue, Field,
@@ -354,6 +359,53 @@ impl Builder {
     pub fn cpp_headers(&self) -> Result<Vec<CppHeader>, GenError> {
         let (packages, services, _) = self.resolve()?;
         Ok(cpp::headers(&packages, &services))
+    }
+
+    /// What a rosbag2 MCAP file records about each message type: the
+    /// `ros2msg` schema text and the RIHS01 type hash of every message and
+    /// of the request and response of every service (see [`TypeSchema`]),
+    /// sorted by type name.
+    ///
+    /// ```
+    /// let schemas = freight_msg_gen::Builder::new().shipped_package("std_srvs").schemas().unwrap();
+    /// let request = schemas.iter().find(|s| s.type_name == "std_srvs/srv/SetBool_Request").unwrap();
+    /// // The part of SetBool.srv before `---`, comments and all.
+    /// assert!(request.ros2msg.ends_with("\nbool data\n"));
+    /// assert!(request.rihs01.starts_with("RIHS01_"));
+    /// ```
+    pub fn schemas(&self) -> Result<Vec<TypeSchema>, GenError> {
+        let (packages, services, _) = self.resolve()?;
+        schema::schemas(&packages, &services)
+    }
+
+    /// Writes [`schemas`](Builder::schemas) as a Rust expression of type
+    /// `&'static [(&'static str, &'static str, &'static str)]`, each entry
+    /// (type name, `ros2msg`, RIHS01), to `out_file` (only when it changed),
+    /// printing `cargo:rerun-if-changed` for every input. For a recorder
+    /// that writes rosbag2 MCAP files, in `build.rs`:
+    ///
+    /// ```no_run
+    /// // build.rs
+    /// let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("schemas.rs");
+    /// freight_msg_gen::Builder::built_ins().generate_schema_table(out).unwrap();
+    /// ```
+    ///
+    /// and in the crate:
+    /// `static SCHEMAS: &[(&str, &str, &str)] = include!(concat!(env!("OUT_DIR"), "/schemas.rs"));`.
+    pub fn generate_schema_table(&self, out_file: impl AsRef<Path>) -> Result<(), GenError> {
+        let (packages, services, inputs) = self.resolve()?;
+        let table = schema::emit_table(&schema::schemas(&packages, &services)?);
+        write_generated(out_file.as_ref(), &table, &inputs)
+    }
+
+    /// The expression [`generate_schema_table`](Builder::generate_schema_table) writes, as a string.
+    ///
+    /// ```
+    /// let table = freight_msg_gen::Builder::new().shipped_package("builtin_interfaces").schema_table().unwrap();
+    /// assert!(table.contains("(\"builtin_interfaces/msg/Duration\", \""));
+    /// ```
+    pub fn schema_table(&self) -> Result<String, GenError> {
+        Ok(schema::emit_table(&self.schemas()?))
     }
 
     /// Every message and service to generate, by package and name, and the

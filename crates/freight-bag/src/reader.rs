@@ -1,0 +1,261 @@
+//! Reading a bag: a directory as `ros2 bag record` (any storage version, MCAP
+//! files) or freight wrote it, or a single `.mcap` file.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::BagError;
+use crate::metadata::{self, FileInfo, Metadata, TopicInfo};
+
+/// One recorded message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The topic it was recorded on.
+    pub topic: String,
+    /// Its type, `pkg/msg/Type` (the name of its channel's schema).
+    pub type_name: String,
+    /// The CDR bytes, encapsulation header first.
+    pub data: Vec<u8>,
+    /// When it was received, ns since the epoch.
+    pub log_time_ns: u64,
+    /// When it was sent, ns since the epoch (0 if the recorder did not know).
+    pub publish_time_ns: u64,
+    /// The sequence number the recorder gave it.
+    pub sequence: u32,
+}
+
+/// An open bag.
+///
+/// ```no_run
+/// let bag = freight_bag::Reader::open("my_bag").unwrap();
+/// for m in bag.messages() {
+///     let m = m.unwrap();
+///     println!("{} {} {} bytes", m.log_time_ns, m.topic, m.data.len());
+/// }
+/// ```
+pub struct Reader {
+    dir: PathBuf,
+    from_yaml: Option<Metadata>,
+    files: Vec<(PathBuf, Mmap)>,
+}
+
+impl Reader {
+    /// Opens a bag directory (its `metadata.yaml`, else every `.mcap` file in
+    /// it, in the order of the number at the end of their names) or one
+    /// `.mcap` file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Reader, BagError> {
+        let path = path.as_ref();
+        let meta = fs::metadata(path).map_err(|e| BagError::io(path, e))?;
+        let (dir, from_yaml, paths) = if meta.is_dir() {
+            if path.join(metadata::FILE_NAME).exists() {
+                let m = Metadata::read(path)?;
+                let paths = m.files.iter().map(|f| path.join(&f.path)).collect();
+                (path.to_path_buf(), Some(m), paths)
+            } else {
+                (path.to_path_buf(), None, mcap_files(path)?)
+            }
+        } else {
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            (dir, None, vec![path.to_path_buf()])
+        };
+        if paths.is_empty() {
+            return Err(BagError::NotABag { path: path.to_path_buf() });
+        }
+        let files = paths.into_iter().map(|p| map(&p).map(|m| (p, m))).collect::<Result<_, _>>()?;
+        Ok(Reader { dir, from_yaml, files })
+    }
+
+    /// The bag directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The files, in order.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|(p, _)| p.as_path())
+    }
+
+    /// The bag's `metadata.yaml` as written, if it has one.
+    pub fn recorded_metadata(&self) -> Option<&Metadata> {
+        self.from_yaml.as_ref()
+    }
+
+    /// What the files themselves say: per file its time span and count (from
+    /// its MCAP summary, or by reading it through if it has none), and the
+    /// topics with their counts. QoS and hashes come from channel metadata.
+    pub fn scan(&self) -> Result<Metadata, BagError> {
+        let mut m = Metadata {
+            version: metadata::VERSION,
+            storage_identifier: "mcap".into(),
+            ros_distro: self.from_yaml.as_ref().map(|m| m.ros_distro.clone()).unwrap_or_default(),
+            files: Vec::new(),
+            topics: Vec::new(),
+        };
+        for (path, map) in &self.files {
+            let (file, topics) = summarize(path, map)?;
+            m.files.push(file);
+            for t in topics {
+                match m.topics.iter_mut().find(|x| x.name == t.name) {
+                    Some(x) => x.message_count += t.message_count,
+                    None => m.topics.push(t),
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// Every message, file after file, each file in its own order (a
+    /// recording's order: receive time). Chunks are checked against their
+    /// CRCs. An error (a damaged or cut file) ends the iteration.
+    pub fn messages(&self) -> Messages<'_> {
+        Messages { reader: self, file: 0, stream: None, failed: false }
+    }
+}
+
+/// The messages of a [`Reader`].
+pub struct Messages<'a> {
+    reader: &'a Reader,
+    file: usize,
+    stream: Option<mcap::MessageStream<'a>>,
+    failed: bool,
+}
+
+impl Iterator for Messages<'_> {
+    type Item = Result<Message, BagError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.failed {
+            let (path, map) = self.reader.files.get(self.file)?;
+            let stream = match &mut self.stream {
+                Some(s) => s,
+                None => match mcap::MessageStream::new_with_options(map, mcap::read::Options::ValidateChunkCrcs.into())
+                {
+                    Ok(s) => self.stream.insert(s),
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(BagError::mcap(path, e)));
+                    }
+                },
+            };
+            match stream.next() {
+                Some(Ok(m)) => {
+                    return Some(Ok(Message {
+                        topic: m.channel.topic.clone(),
+                        type_name: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                        data: m.data.into_owned(),
+                        log_time_ns: m.log_time,
+                        publish_time_ns: m.publish_time,
+                        sequence: m.sequence,
+                    }))
+                }
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Some(Err(truncation_hint(path, e)));
+                }
+                None => {
+                    self.stream = None;
+                    self.file += 1;
+                }
+            }
+        }
+        None
+    }
+}
+
+/// An MCAP error, with the remedy when the file was cut short.
+fn truncation_hint(path: &Path, e: mcap::McapError) -> BagError {
+    match e {
+        mcap::McapError::UnexpectedEof | mcap::McapError::UnexpectedEoc | mcap::McapError::BadMagic => {
+            BagError::invalid(
+                path,
+                format!("{e}: the file is cut short or damaged; `freight bag reindex` recovers its complete chunks"),
+            )
+        }
+        e => BagError::mcap(path, e),
+    }
+}
+
+/// Maps a file read-only.
+pub(crate) fn map(path: &Path) -> Result<Mmap, BagError> {
+    let f = File::open(path).map_err(|e| BagError::io(path, e))?;
+    // SAFETY: the mapping is read-only and private to this reader. A file
+    // truncated by another process while mapped would fault on access; bags
+    // are written once and never truncated in place (reindex replaces a file
+    // by renaming a new one over it).
+    unsafe { Mmap::map(&f) }.map_err(|e| BagError::io(path, e))
+}
+
+/// The `.mcap` files of `dir`, ordered by the number their names end with
+/// (`run_2.mcap` before `run_10.mcap`).
+pub(crate) fn mcap_files(dir: &Path) -> Result<Vec<PathBuf>, BagError> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| BagError::io(dir, e))? {
+        let path = entry.map_err(|e| BagError::io(dir, e))?.path();
+        if path.extension().is_some_and(|x| x == "mcap") && path.is_file() {
+            found.push(path);
+        }
+    }
+    let number = |p: &PathBuf| -> u64 {
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        stem.rsplit('_').next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
+    };
+    found.sort_by(|a, b| number(a).cmp(&number(b)).then_with(|| a.cmp(b)));
+    Ok(found)
+}
+
+/// One file's span, count and topics: from its summary section when it has
+/// one, else by reading every message.
+pub(crate) fn summarize(path: &Path, bytes: &[u8]) -> Result<(FileInfo, Vec<TopicInfo>), BagError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut topics: Vec<TopicInfo> = Vec::new();
+    let mut file = FileInfo { path: name, ..FileInfo::default() };
+    let summary = mcap::Summary::read(bytes).map_err(|e| truncation_hint(path, e))?;
+    let mut add = |channel: &mcap::Channel<'_>, count: u64| match topics.iter_mut().find(|t| t.name == channel.topic) {
+        Some(t) => t.message_count += count,
+        None => topics.push(TopicInfo {
+            name: channel.topic.clone(),
+            type_name: channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+            serialization_format: channel.message_encoding.clone(),
+            offered_qos_profiles: channel.metadata.get("offered_qos_profiles").cloned().unwrap_or_default(),
+            type_description_hash: channel.metadata.get("topic_type_hash").cloned().unwrap_or_default(),
+            message_count: count,
+        }),
+    };
+    match summary.as_ref().and_then(|s| s.stats.as_ref().map(|st| (s, st))) {
+        Some((s, stats)) => {
+            let mut channels: Vec<_> = s.channels.values().collect();
+            channels.sort_by_key(|c| c.id);
+            for c in channels {
+                add(c, stats.channel_message_counts.get(&c.id).copied().unwrap_or(0));
+            }
+            file.message_count = stats.message_count;
+            if stats.message_count > 0 {
+                file.starting_time_ns = stats.message_start_time;
+                file.duration_ns = stats.message_end_time.saturating_sub(stats.message_start_time);
+            }
+        }
+        None => {
+            let mut span: Option<(u64, u64)> = None;
+            let mut per_channel: BTreeMap<u16, (std::sync::Arc<mcap::Channel<'_>>, u64)> = BTreeMap::new();
+            for m in mcap::MessageStream::new_with_options(bytes, mcap::read::Options::ValidateChunkCrcs.into())
+                .map_err(|e| truncation_hint(path, e))?
+            {
+                let m = m.map_err(|e| truncation_hint(path, e))?;
+                span = Some(span.map_or((m.log_time, m.log_time), |(a, b)| (a.min(m.log_time), b.max(m.log_time))));
+                per_channel.entry(m.channel.id).or_insert_with(|| (m.channel.clone(), 0)).1 += 1;
+                file.message_count += 1;
+            }
+            for (c, n) in per_channel.values() {
+                add(c, *n);
+            }
+            if let Some((a, b)) = span {
+                file.starting_time_ns = a;
+                file.duration_ns = b - a;
+            }
+        }
+    }
+    Ok((file, topics))
+}

@@ -1,0 +1,586 @@
+//! `freight bag record`: subscribes to topics and writes what arrives into a
+//! bag, with the publishers' QoS.
+//!
+//! Three parts, one thread each where it matters:
+//! - the **receiver** (this thread) finds the topics, subscribes to each
+//!   with the QoS its publishers offer, and turns each message into CDR;
+//! - the **cache**, a queue bounded in bytes (`--max-cache-size`) between
+//!   receiver and writer: when it is full the receiver waits, so the
+//!   subscriptions' queues fill and the QoS decides (a reliable keep-all
+//!   publisher waits, every other one's messages are missed and counted);
+//! - the **writer** thread, which writes the cache to the bag.
+//!
+//! Losses are counted from each publisher's sequence numbers, not guessed: a
+//! gap between two messages of one publisher is that many messages lost.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use freight::{Durability, Executor, History, Message, Node, QoS, Reliability, Sample, Transport};
+use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
+
+use crate::stop;
+
+/// How often the receiver looks for new topics.
+const DISCOVERY_PERIOD: Duration = Duration::from_millis(500);
+
+/// How often the status line is refreshed (on a terminal; else every 5 s).
+const STATUS_PERIOD: Duration = Duration::from_secs(1);
+
+pub const RECORD_ABOUT: &str = "\
+Record topics into a bag: a new directory with metadata.yaml and NAME_0.mcap, NAME_1.mcap, ...
+(MCAP, profile ros2, rosbag2's format version 8) that `ros2 bag`, rosbags, the mcap tools and
+Foxglove read.
+
+Each topic is subscribed with the QoS its publishers offer (reliable only if all are, transient
+local only if all are), keeping all messages the queue allows, and its QoS is written into the
+bag. Topics named that do not exist yet are picked up when they appear, as are new topics with
+--all.
+
+Copies per byte: one, from the subscriber's sample (shared memory) into the CDR the bag holds,
+then the kernel's write into the page cache; with --compression zstd or lz4, the compressor reads
+that copy and writes the file from its own output.
+
+Never silent: a status line shows per topic the messages, rate, MB/s and messages lost; losses
+are counted from each publisher's sequence numbers (messages that reached freight over DDS have
+none, and are not counted). When the disk is slower than the publishers, the cache
+(--max-cache-size) fills, then the subscriptions' queues: a reliable keep-all publisher waits for
+room (its QoS), every other publisher's messages are missed and counted. The summary at the end
+lists them, and the exit status is 2 if any message was lost.
+
+metadata.yaml is written at the start and rewritten atomically at every split and at the end;
+Ctrl-C and SIGTERM finish the files cleanly. After a crash, `freight bag reindex DIR` recovers
+every complete chunk.";
+
+/// Chunk compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressionArg {
+    /// None: frames go to the file as they are.
+    None,
+    /// zstd (level 1, as rosbag2's zstd_fast preset).
+    Zstd,
+    /// lz4.
+    Lz4,
+}
+
+/// `freight bag record` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// Topics to record (names as `ros2 bag record` takes them).
+    pub topics: Vec<String>,
+    /// Record every topic, including those that appear while recording.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// The bag directory to create; it must not exist (default: rosbag2_YYYY_MM_DD-HH_MM_SS).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Start a new file when the current one reaches this many bytes.
+    #[arg(short = 'b', long, value_name = "BYTES")]
+    pub max_bag_size: Option<u64>,
+    /// Start a new file when the current one spans this many seconds.
+    #[arg(short = 'd', long, value_name = "SECS")]
+    pub max_bag_duration: Option<f64>,
+    /// Chunk compression.
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    pub compression: CompressionArg,
+    /// Most bytes of messages received but not yet written.
+    #[arg(long, value_name = "BYTES", default_value_t = 512 << 20)]
+    pub max_cache_size: u64,
+    /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
+    #[arg(long, value_name = "ID")]
+    pub domain: Option<u32>,
+}
+
+/// One message on its way to the writer.
+struct Cached {
+    topic: TopicId,
+    data: Vec<u8>,
+    log_time_ns: u64,
+    publish_time_ns: u64,
+    sequence: u32,
+}
+
+/// The queue between receiver and writer, bounded in bytes.
+struct Cache {
+    state: Mutex<CacheState>,
+    changed: Condvar,
+    max_bytes: u64,
+}
+
+struct CacheState {
+    queue: VecDeque<Cached>,
+    bytes: u64,
+    /// No more messages will come.
+    closed: bool,
+    /// The writer failed; the receiver stops.
+    failed: Option<String>,
+}
+
+impl Cache {
+    /// Queues `m`, waiting while the cache is full (a message larger than the
+    /// whole cache goes in when the cache is empty). False if the writer failed.
+    fn push(&self, m: Cached) -> bool {
+        let len = m.data.len() as u64;
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while s.failed.is_none() && !s.queue.is_empty() && s.bytes + len > self.max_bytes {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        if s.failed.is_some() {
+            return false;
+        }
+        s.bytes += len;
+        s.queue.push_back(m);
+        self.changed.notify_all();
+        true
+    }
+
+    /// The next message; None once closed and empty.
+    fn pop(&self) -> Option<Cached> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(m) = s.queue.pop_front() {
+                s.bytes -= m.data.len() as u64;
+                self.changed.notify_all();
+                return Some(m);
+            }
+            if s.closed {
+                return None;
+            }
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.changed.notify_all();
+    }
+
+    fn fail(&self, why: String) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why);
+        self.changed.notify_all();
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).failed.clone()
+    }
+}
+
+/// Counters of one topic, shared by its callback and the status line.
+#[derive(Debug, Default)]
+struct TopicStats {
+    messages: u64,
+    bytes: u64,
+    lost: u64,
+    /// Last sequence number seen per publisher.
+    last_sequence: HashMap<u64, u64>,
+}
+
+impl TopicStats {
+    fn count(&mut self, publisher: u64, sequence: u64, transport: Transport, bytes: usize) {
+        self.messages += 1;
+        self.bytes += bytes as u64;
+        // DDS does not report sequence numbers: those messages count, gaps cannot.
+        if transport == Transport::Network {
+            return;
+        }
+        if let Some(last) = self.last_sequence.insert(publisher, sequence) {
+            self.lost += sequence.saturating_sub(last).saturating_sub(1);
+        }
+    }
+}
+
+struct Topic {
+    name: String,
+    stats: Arc<Mutex<TopicStats>>,
+    /// False for a topic seen but not recorded (a type freight does not know).
+    subscribed: bool,
+}
+
+/// Runs `freight bag record`; the exit status is 2 when messages were lost.
+pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
+    if args.topics.is_empty() && !args.all {
+        return Err("name the topics to record, or --all".into());
+    }
+    stop::install();
+    let output = args.output.clone().unwrap_or_else(default_name);
+    let options = WriterOptions {
+        compression: match args.compression {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Zstd => Compression::Zstd,
+            CompressionArg::Lz4 => Compression::Lz4,
+        },
+        max_file_size: args.max_bag_size,
+        max_file_duration: args.max_bag_duration.map(|s| Duration::from_secs_f64(s.max(0.0))),
+        ..WriterOptions::default()
+    };
+    let writer = Arc::new(Mutex::new(Writer::create(&output, options).map_err(|e| e.to_string())?));
+    let cache = Arc::new(Cache {
+        state: Mutex::new(CacheState { queue: VecDeque::new(), bytes: 0, closed: false, failed: None }),
+        changed: Condvar::new(),
+        max_bytes: args.max_cache_size.max(1),
+    });
+    let writing = {
+        let (writer, cache) = (writer.clone(), cache.clone());
+        thread::Builder::new()
+            .name("freight-bag-writer".into())
+            .spawn(move || write_loop(&writer, &cache))
+            .map_err(|e| format!("starting the writer thread: {e}"))?
+    };
+    eprintln!("recording into {} (Ctrl-C to stop)", output.display());
+    let received = receive(args, &writer, &cache);
+    cache.close();
+    let _ = writing.join();
+    let finished = Arc::try_unwrap(writer)
+        .map_err(|_| "the writer is still shared".to_string())?
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .finish();
+    let topics = received?;
+    let metadata = finished.map_err(|e| e.to_string())?;
+    if let Some(why) = cache.failure() {
+        return Err(format!(
+            "recording stopped: {why}; what was written before stays readable in {}",
+            output.display()
+        ));
+    }
+    Ok(summary(&topics, &metadata, &output))
+}
+
+/// Writes what the cache holds until it is closed and empty.
+fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
+    while let Some(m) = cache.pop() {
+        let record = Record {
+            data: &m.data,
+            log_time_ns: m.log_time_ns,
+            publish_time_ns: m.publish_time_ns,
+            sequence: m.sequence,
+        };
+        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = w.write(m.topic, &record) {
+            cache.fail(e.to_string());
+            return;
+        }
+    }
+}
+
+/// Subscribes and receives until the time is up, a signal comes or the writer fails.
+fn receive(args: &RecordArgs, writer: &Arc<Mutex<Writer>>, cache: &Arc<Cache>) -> Result<Vec<Topic>, String> {
+    let ctx = crate::ros_args::context(args.domain).map_err(|e| e.to_string())?;
+    let node = ctx.create_node(&format!("freight_bag_record_{}", std::process::id())).map_err(|e| e.to_string())?;
+    let wanted: Vec<String> =
+        args.topics.iter().map(|t| node.resolve_topic_name(t).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let mut exec = Executor::new();
+    exec.on_take_error(|e| eprintln!("warning: a message could not be taken and was not recorded: {e}"));
+    let mut topics: Vec<Topic> = Vec::new();
+    let start = Instant::now();
+    let deadline = args.duration.map(|s| start + Duration::from_secs_f64(s.max(0.0)));
+    let mut next_discovery = start;
+    let mut status = Status::new();
+    loop {
+        let now = Instant::now();
+        if stop::requested() || deadline.is_some_and(|d| now >= d) || cache.failure().is_some() {
+            break;
+        }
+        if now >= next_discovery {
+            next_discovery = now + DISCOVERY_PERIOD;
+            discover(&node, &wanted, args.all, &mut exec, &mut topics, writer, cache)?;
+        }
+        let wait = deadline.map_or(Duration::from_millis(100), |d| (d - now).min(Duration::from_millis(100)));
+        if topics.iter().any(|t| t.subscribed) {
+            exec.spin_once(wait).map_err(|e| e.to_string())?;
+        } else {
+            // Nothing to wait on yet (an executor without subscriptions cannot wait).
+            stop::sleep(wait);
+        }
+        status.maybe_print(&topics, writer);
+    }
+    status.clear();
+    Ok(topics)
+}
+
+/// Subscribes to the wanted topics that exist and are not recorded yet.
+fn discover(
+    node: &Node,
+    wanted: &[String],
+    all: bool,
+    exec: &mut Executor,
+    topics: &mut Vec<Topic>,
+    writer: &Arc<Mutex<Writer>>,
+    cache: &Arc<Cache>,
+) -> Result<(), String> {
+    let present = node.topic_names_and_types().map_err(|e| e.to_string())?;
+    for t in present {
+        if topics.iter().any(|x| x.name == t.name) || !(all || wanted.contains(&t.name)) {
+            continue;
+        }
+        let Some(graph) = node.topic_graph(&t.name).map_err(|e| e.to_string())? else { continue };
+        let publishers: Vec<_> =
+            graph.endpoints.iter().filter(|e| e.kind == freight::graph::EndpointKind::Publisher).collect();
+        if publishers.is_empty() {
+            // Nothing to learn the QoS from yet: look again at the next round.
+            continue;
+        }
+        let Some(schema) = Schema::built_in(&t.type_name) else {
+            eprintln!(
+                "warning: not recording {}: {}",
+                t.name,
+                freight_bag::BagError::UnknownType { type_name: t.type_name.clone() }
+            );
+            topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false });
+            continue;
+        };
+        let reliable = publishers.iter().all(|p| p.reliability == Reliability::Reliable);
+        let transient = publishers.iter().all(|p| p.durability == Durability::TransientLocal);
+        let offered: Vec<OfferedQos> = publishers
+            .iter()
+            .map(|p| OfferedQos {
+                reliability: match p.reliability {
+                    Reliability::Reliable => freight_bag::Reliability::Reliable,
+                    Reliability::BestEffort => freight_bag::Reliability::BestEffort,
+                },
+                durability: match p.durability {
+                    Durability::TransientLocal => freight_bag::Durability::TransientLocal,
+                    Durability::Volatile => freight_bag::Durability::Volatile,
+                },
+            })
+            .collect();
+        let qos = QoS {
+            reliability: if reliable { Reliability::Reliable } else { Reliability::BestEffort },
+            durability: if transient { Durability::TransientLocal } else { Durability::Volatile },
+            history: History::KeepAll,
+            ..QoS::keep_last(1)
+        };
+        let id = writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add_topic(&t.name, schema, &offered)
+            .map_err(|e| e.to_string())?;
+        let stats: Arc<Mutex<TopicStats>> = Arc::default();
+        let sink = Sink { topic: id, stats: stats.clone(), cache: cache.clone() };
+        subscribe(node, exec, &t.name, &t.type_name, qos, sink)?;
+        eprintln!("recording {} [{}]{}", t.name, t.type_name, if reliable { "" } else { " (best effort)" });
+        topics.push(Topic { name: t.name, stats, subscribed: true });
+    }
+    Ok(())
+}
+
+/// Where a topic's callback puts its messages.
+struct Sink {
+    topic: TopicId,
+    stats: Arc<Mutex<TopicStats>>,
+    cache: Arc<Cache>,
+}
+
+/// Subscribes to `topic` with its type (one of the built-in types).
+fn subscribe(
+    node: &Node,
+    exec: &mut Executor,
+    topic: &str,
+    type_name: &str,
+    qos: QoS,
+    sink: Sink,
+) -> Result<(), String> {
+    macro_rules! dispatch {
+        ($($t:ty),* $(,)?) => {
+            match type_name {
+                $(name if name == <$t as Message>::TYPE_NAME => subscribe_as::<$t>(node, exec, topic, qos, sink),)*
+                other => Err(format!("{topic}: {other} is not a built-in type")),
+            }
+        };
+    }
+    // Every built-in message type, generated by `build.rs`.
+    include!(concat!(env!("OUT_DIR"), "/built_ins.rs"))
+}
+
+fn subscribe_as<M: Message>(node: &Node, exec: &mut Executor, topic: &str, qos: QoS, sink: Sink) -> Result<(), String> {
+    let sub = node.create_subscription::<M>(topic, qos).map_err(|e| e.to_string())?;
+    exec.add_subscription(sub, move |s: Sample<M>| {
+        let log_time_ns = realtime_ns();
+        let info = *s.info();
+        let data = match s.to_cdr() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("warning: a message could not be encoded and was not recorded: {e}");
+                return;
+            }
+        };
+        sink.stats.lock().unwrap_or_else(|p| p.into_inner()).count(
+            info.publisher_id,
+            info.sequence,
+            info.transport,
+            data.len(),
+        );
+        let publish_time_ns = match info.transport {
+            // DDS gives the writer's source time, already on the realtime clock.
+            Transport::Network => info.publish_time_ns,
+            _ => log_time_ns.saturating_sub(monotonic_ns().saturating_sub(info.publish_time_ns)),
+        };
+        // MCAP keeps 32 bits of the sequence number; the full one is in the frame.
+        let sequence = info.sequence as u32;
+        sink.cache.push(Cached { topic: sink.topic, data, log_time_ns, publish_time_ns, sequence });
+    });
+    Ok(())
+}
+
+/// The live status line.
+struct Status {
+    tty: bool,
+    last: Instant,
+    previous: HashMap<String, (u64, u64)>,
+    printed: bool,
+}
+
+impl Status {
+    fn new() -> Self {
+        Status { tty: std::io::stderr().is_terminal(), last: Instant::now(), previous: HashMap::new(), printed: false }
+    }
+
+    fn maybe_print(&mut self, topics: &[Topic], writer: &Mutex<Writer>) {
+        let period = if self.tty { STATUS_PERIOD } else { STATUS_PERIOD * 5 };
+        let elapsed = self.last.elapsed();
+        if elapsed < period || topics.is_empty() {
+            return;
+        }
+        self.last = Instant::now();
+        let secs = elapsed.as_secs_f64();
+        let mut parts = Vec::new();
+        for t in topics.iter().filter(|t| t.subscribed) {
+            let s = t.stats.lock().unwrap_or_else(|p| p.into_inner());
+            let (m0, b0) = self.previous.insert(t.name.clone(), (s.messages, s.bytes)).unwrap_or((0, 0));
+            parts.push(format!(
+                "{} {} msgs {:.1}/s {:.1} MB/s lost {}",
+                crate::topic::shown(&t.name),
+                s.messages,
+                (s.messages - m0) as f64 / secs,
+                (s.bytes - b0) as f64 / secs / 1e6,
+                s.lost
+            ));
+        }
+        let files = writer.lock().unwrap_or_else(|p| p.into_inner()).metadata().files.len();
+        let line = format!("[{files} file{}] {}", if files == 1 { "" } else { "s" }, parts.join(" | "));
+        if self.tty {
+            eprint!("\r\x1b[2K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+        self.printed = true;
+    }
+
+    fn clear(&self) {
+        if self.tty && self.printed {
+            eprintln!();
+        }
+    }
+}
+
+/// Prints the summary (stdout) and picks the exit status.
+fn summary(topics: &[Topic], metadata: &freight_bag::Metadata, output: &std::path::Path) -> ExitCode {
+    println!(
+        "recorded {} messages on {} topics into {} ({} file{})",
+        metadata.message_count(),
+        metadata.topics.len(),
+        output.display(),
+        metadata.files.len(),
+        if metadata.files.len() == 1 { "" } else { "s" }
+    );
+    let mut lost_total = 0;
+    for t in topics.iter().filter(|t| t.subscribed) {
+        let s = t.stats.lock().unwrap_or_else(|p| p.into_inner());
+        lost_total += s.lost;
+        println!("  {}: {} messages, {} bytes, {} lost", crate::topic::shown(&t.name), s.messages, s.bytes, s.lost);
+    }
+    if lost_total > 0 {
+        eprintln!(
+            "warning: {lost_total} messages were lost (gaps in their publishers' sequence numbers): the disk or the \
+             cache (--max-cache-size) did not keep up with the publishers"
+        );
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `rosbag2_YYYY_MM_DD-HH_MM_SS` in local time, as `ros2 bag record` names a bag.
+fn default_name() -> PathBuf {
+    // SAFETY: `time` and `localtime_r` write only into the locals given;
+    // `tm` is plain data, valid when zeroed.
+    let tm = unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        tm
+    };
+    PathBuf::from(format!(
+        "rosbag2_{:04}_{:02}_{:02}-{:02}_{:02}_{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_in_one_publishers_sequence_are_losses_and_publishers_are_apart() {
+        let mut s = TopicStats::default();
+        for (p, q) in [(1, 10), (1, 11), (2, 500), (1, 14), (2, 501), (1, 15)] {
+            s.count(p, q, Transport::Shm, 8);
+        }
+        assert_eq!((s.messages, s.bytes, s.lost), (6, 48, 2));
+        // Over DDS there are no sequence numbers to compare.
+        s.count(3, 0, Transport::Network, 8);
+        s.count(3, 0, Transport::Network, 8);
+        assert_eq!(s.lost, 2);
+    }
+
+    #[test]
+    fn the_cache_holds_one_oversized_message_and_lets_the_writer_drain_it() {
+        let cache = Arc::new(Cache {
+            state: Mutex::new(CacheState { queue: VecDeque::new(), bytes: 0, closed: false, failed: None }),
+            changed: Condvar::new(),
+            max_bytes: 10,
+        });
+        let dir = freight_testkit::PrivateDir::new("freight-cache");
+        let mut w = Writer::create(dir.path().join("b"), WriterOptions::default()).unwrap();
+        let topic = w.add_topic("/t", Schema::built_in("std_msgs/msg/String").unwrap(), &[]).unwrap();
+        let big = move |n| Cached { topic, data: vec![0; n], log_time_ns: 0, publish_time_ns: 0, sequence: 0 };
+        assert!(cache.push(big(100)));
+        let c = cache.clone();
+        let pusher = thread::spawn(move || c.push(big(5)));
+        // The second push waits until the writer takes the first.
+        thread::sleep(Duration::from_millis(50));
+        assert!(!pusher.is_finished());
+        assert_eq!(cache.pop().map(|m| m.data.len()), Some(100));
+        assert!(pusher.join().unwrap());
+        cache.close();
+        assert_eq!(cache.pop().map(|m| m.data.len()), Some(5));
+        assert!(cache.pop().is_none());
+        cache.fail("disk full".into());
+        assert!(!cache.push(big(1)));
+    }
+}
