@@ -77,6 +77,12 @@ COMMANDS IN DETAIL
       publisher published, its errors and slowest publish, what each subscriber received;
       stock rclpy against freight's Python API. Runs in a private network namespace.
 
+  freight bench record [--dir DIR] [--streams 4k,cloud] [--rates 5,10,20,30,45,60] [--json FILE]
+      `freight bag record` against the disk: first the output directory's sustained write
+      rate (the limit), then 4K BGRA images and 55 MB messages at rising rates, each recorded
+      by a recorder process: published, recorded, lost, the rate as a fraction of the disk's,
+      the recorder's CPU and peak memory, and the highest rate recorded with nothing lost.
+
   freight bench soak [--duration 60s|10m|1h] [--processes N] [--seed N] [--json FILE]
       Needs root. A chaos soak: publishers and subscriptions in separate processes over
       shared memory, between two threads, from a fake-device pool, and over DDS between two
@@ -263,6 +269,9 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     /// freight's Python API (needs root).
     #[command(long_about = PAUSED_ABOUT)]
     Paused(bench::PausedArgs),
+    /// `freight bag record` against the disk: the highest rate recorded with nothing lost, as a
+    /// fraction of the disk's sustained write rate.
+    Record(bench::RecordBenchArgs),
     /// A chaos soak: kill, stop and restart processes while checking every message (needs
     /// root).
     #[command(long_about = SOAK_ABOUT)]
@@ -420,6 +429,7 @@ fn main() -> ExitCode {
         }
         Command::Bench(BenchCommand::Ros2(args)) => bench::run_ros2(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Paused(args)) => bench::run_paused(&args).map_err(|e| e.to_string()),
+        Command::Bench(BenchCommand::Record(args)) => bench::run_record(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Bench(BenchCommand::Soak(args)) => bench::run_soak(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::SoakWorker(args)) => return bench::run_soak_worker(&args),

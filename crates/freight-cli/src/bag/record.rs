@@ -24,11 +24,16 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use freight::{Durability, Executor, History, Message, Node, QoS, Reliability, Sample, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
+use freight_msg::message::InlineBuffers;
+use freight_msg::CdrWriter;
 
 use crate::stop;
 
 /// How often the receiver looks for new topics.
 const DISCOVERY_PERIOD: Duration = Duration::from_millis(500);
+
+/// Most spare buffers the cache keeps for reuse.
+const MAX_SPARE: usize = 8;
 
 /// How often the status line is refreshed (on a terminal; else every 5 s).
 const STATUS_PERIOD: Duration = Duration::from_secs(1);
@@ -114,11 +119,17 @@ struct Cache {
     state: Mutex<CacheState>,
     changed: Condvar,
     max_bytes: u64,
+    /// When the first message came: the start of the recording's write rate.
+    first: std::sync::OnceLock<Instant>,
 }
 
 struct CacheState {
     queue: VecDeque<Cached>,
     bytes: u64,
+    /// Buffers the writer is done with, for the receiver's next messages:
+    /// a 33 MB frame encoded into a fresh allocation would first fault in
+    /// every page of it.
+    spare: Vec<Vec<u8>>,
     /// No more messages will come.
     closed: bool,
     /// The writer failed; the receiver stops.
@@ -137,6 +148,7 @@ impl Cache {
         if s.failed.is_some() {
             return false;
         }
+        self.first.get_or_init(Instant::now);
         s.bytes += len;
         s.queue.push_back(m);
         self.changed.notify_all();
@@ -156,6 +168,22 @@ impl Cache {
                 return None;
             }
             s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A buffer for the next message (empty; its capacity reused when one is spare).
+    fn buffer(&self) -> Vec<u8> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).spare.pop().unwrap_or_default()
+    }
+
+    /// Takes back a written message's buffer, keeping as many spare as fit in
+    /// the cache's bound.
+    fn recycle(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let held: u64 = s.spare.iter().map(|b| b.capacity() as u64).sum();
+        if s.bytes + held + buf.capacity() as u64 <= self.max_bytes && s.spare.len() < MAX_SPARE {
+            s.spare.push(buf);
         }
     }
 
@@ -224,9 +252,16 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     };
     let writer = Arc::new(Mutex::new(Writer::create(&output, options).map_err(|e| e.to_string())?));
     let cache = Arc::new(Cache {
-        state: Mutex::new(CacheState { queue: VecDeque::new(), bytes: 0, closed: false, failed: None }),
+        state: Mutex::new(CacheState {
+            queue: VecDeque::new(),
+            bytes: 0,
+            spare: Vec::new(),
+            closed: false,
+            failed: None,
+        }),
         changed: Condvar::new(),
         max_bytes: args.max_cache_size.max(1),
+        first: std::sync::OnceLock::new(),
     });
     let writing = {
         let (writer, cache) = (writer.clone(), cache.clone());
@@ -252,7 +287,8 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
             output.display()
         ));
     }
-    Ok(summary(&topics, &metadata, &output))
+    let written = cache.first.get().map(Instant::elapsed);
+    Ok(summary(&topics, &metadata, &output, written))
 }
 
 /// Writes what the cache holds until it is closed and empty.
@@ -264,11 +300,12 @@ fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
             publish_time_ns: m.publish_time_ns,
             sequence: m.sequence,
         };
-        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = w.write(m.topic, &record) {
+        let written = writer.lock().unwrap_or_else(|p| p.into_inner()).write(m.topic, &record);
+        if let Err(e) = written {
             cache.fail(e.to_string());
             return;
         }
+        cache.recycle(m.data);
     }
 }
 
@@ -406,8 +443,9 @@ fn subscribe_as<M: Message>(node: &Node, exec: &mut Executor, topic: &str, qos: 
     exec.add_subscription(sub, move |s: Sample<M>| {
         let log_time_ns = realtime_ns();
         let info = *s.info();
-        let data = match s.to_cdr() {
-            Ok(d) => d,
+        let mut w = CdrWriter::from_vec(sink.cache.buffer());
+        let data = match s.write(&mut w, &mut InlineBuffers) {
+            Ok(()) => w.finish(),
             Err(e) => {
                 eprintln!("warning: a message could not be encoded and was not recorded: {e}");
                 return;
@@ -483,7 +521,12 @@ impl Status {
 }
 
 /// Prints the summary (stdout) and picks the exit status.
-fn summary(topics: &[Topic], metadata: &freight_bag::Metadata, output: &std::path::Path) -> ExitCode {
+fn summary(
+    topics: &[Topic],
+    metadata: &freight_bag::Metadata,
+    output: &std::path::Path,
+    written: Option<Duration>,
+) -> ExitCode {
     println!(
         "recorded {} messages on {} topics into {} ({} file{})",
         metadata.message_count(),
@@ -492,6 +535,16 @@ fn summary(topics: &[Topic], metadata: &freight_bag::Metadata, output: &std::pat
         metadata.files.len(),
         if metadata.files.len() == 1 { "" } else { "s" }
     );
+    let bytes: u64 = topics.iter().map(|t| t.stats.lock().unwrap_or_else(|p| p.into_inner()).bytes).sum();
+    if let Some(d) = written {
+        println!(
+            "  written: {bytes} bytes in {:.3} s from the first message received to the last file synced ({:.1} MB/s)",
+            d.as_secs_f64(),
+            bytes as f64 / d.as_secs_f64().max(1e-9) / 1e6
+        );
+    }
+    let (cpu, peak) = own_usage();
+    println!("  recorder: {cpu:.2} s of CPU (user and system), peak resident memory {} MiB", peak >> 20);
     let mut lost_total = 0;
     for t in topics.iter().filter(|t| t.subscribed) {
         let s = t.stats.lock().unwrap_or_else(|p| p.into_inner());
@@ -530,6 +583,19 @@ fn default_name() -> PathBuf {
     ))
 }
 
+/// This process's CPU seconds (user and system, all threads) and peak
+/// resident memory in bytes.
+fn own_usage() -> (f64, u64) {
+    // SAFETY: getrusage writes only into `ru`, plain data valid when zeroed.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime) + secs(ru.ru_stime), (ru.ru_maxrss as u64).saturating_mul(1024))
+}
+
 fn realtime_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
@@ -561,9 +627,16 @@ mod tests {
     #[test]
     fn the_cache_holds_one_oversized_message_and_lets_the_writer_drain_it() {
         let cache = Arc::new(Cache {
-            state: Mutex::new(CacheState { queue: VecDeque::new(), bytes: 0, closed: false, failed: None }),
+            state: Mutex::new(CacheState {
+                queue: VecDeque::new(),
+                bytes: 0,
+                spare: Vec::new(),
+                closed: false,
+                failed: None,
+            }),
             changed: Condvar::new(),
             max_bytes: 10,
+            first: std::sync::OnceLock::new(),
         });
         let dir = freight_testkit::PrivateDir::new("freight-cache");
         let mut w = Writer::create(dir.path().join("b"), WriterOptions::default()).unwrap();
