@@ -69,7 +69,12 @@ impl BagError {
     }
 
     pub(crate) fn mcap(path: impl Into<PathBuf>, source: mcap::McapError) -> Self {
-        BagError::Mcap { path: path.into(), source }
+        match source {
+            // The system's own words ("No space left on device"), not the
+            // MCAP library's summary of them.
+            mcap::McapError::Io(source) => BagError::Io { path: path.into(), source },
+            source => BagError::Mcap { path: path.into(), source },
+        }
     }
 
     pub(crate) fn invalid(path: impl Into<PathBuf>, what: impl Into<String>) -> Self {

@@ -28,7 +28,7 @@ mod writer;
 pub use error::BagError;
 pub use metadata::Metadata;
 pub use qos::{Durability, OfferedQos, Reliability};
-pub use reader::{Message, Messages, Reader};
+pub use reader::{Message, Messages, OwnedMessages, Reader};
 pub use reindex::{reindex, ReindexedFile};
 pub use schema::Schema;
 pub use writer::{Compression, Record, TopicId, Writer, WriterOptions};

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
@@ -112,6 +113,40 @@ impl Reader {
     /// CRCs. An error (a damaged or cut file) ends the iteration.
     pub fn messages(&self) -> Messages<'_> {
         Messages { reader: self, file: 0, stream: None, failed: false }
+    }
+}
+
+/// The messages of a shared [`Reader`], owning it (for bindings whose
+/// iterators cannot borrow, such as Python's).
+pub struct OwnedMessages {
+    // Declared before `_reader` so that it is dropped first: it borrows the
+    // memory maps `_reader` owns.
+    inner: Messages<'static>,
+    _reader: Arc<Reader>,
+}
+
+impl Iterator for OwnedMessages {
+    type Item = Result<Message, BagError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
+    }
+}
+
+impl Reader {
+    /// [`Reader::messages`], keeping the reader alive itself.
+    ///
+    /// ```no_run
+    /// let bag = std::sync::Arc::new(freight_bag::Reader::open("my_bag").unwrap());
+    /// let all: Vec<_> = bag.into_messages().collect();
+    /// ```
+    pub fn into_messages(self: Arc<Self>) -> OwnedMessages {
+        // SAFETY: the reader lives in the Arc's allocation, which does not
+        // move and outlives `inner` (the Arc is kept beside it and dropped
+        // after it); its maps are never unmapped while it lives. `inner`
+        // yields owned messages, so no reference escapes with the 'static.
+        let reader: &'static Reader = unsafe { &*Arc::as_ptr(&self) };
+        OwnedMessages { inner: reader.messages(), _reader: self }
     }
 }
 

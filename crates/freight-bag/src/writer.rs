@@ -201,6 +201,18 @@ impl Writer {
         Ok(())
     }
 
+    /// Closes the open chunk and hands what is buffered to the operating
+    /// system: if the process dies after this, a reader (after
+    /// [`crate::reindex`]) finds every message written so far. Recorders call
+    /// it about once a second; each call ends a chunk, so calling it after
+    /// every message makes small chunks.
+    pub fn flush(&mut self) -> Result<(), BagError> {
+        match self.file.as_mut() {
+            Some(f) => f.mcap.flush().map_err(|e| BagError::mcap(&f.path, e)),
+            None => Ok(()),
+        }
+    }
+
     /// Starts the next file now: opens it, then finishes the current one and
     /// rewrites `metadata.yaml`.
     pub fn split(&mut self) -> Result<(), BagError> {

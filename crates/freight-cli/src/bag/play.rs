@@ -87,11 +87,17 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
             eprintln!("warning: not playing {}: {} is not one of freight's built-in types", t.name, t.type_name);
             continue;
         };
-        if !t.type_description_hash.is_empty() && t.type_description_hash != schema.rihs01 {
-            return Err(format!(
-                "{}: the bag's {} has type hash {}, freight's has {}: the bytes would not decode as this type",
-                t.name, t.type_name, t.type_description_hash, schema.rihs01
-            ));
+        // The files' channels and metadata.yaml may each carry the hash
+        // (rosbags writes it only into metadata.yaml): both must agree.
+        let recorded = bag.recorded_metadata().and_then(|m| m.topics.iter().find(|r| r.name == t.name));
+        let hashes = [Some(&t.type_description_hash), recorded.map(|r| &r.type_description_hash)];
+        for hash in hashes.into_iter().flatten() {
+            if !hash.is_empty() && *hash != schema.rihs01 {
+                return Err(format!(
+                    "{}: the bag's {} has type hash {hash}, freight's has {}: the bytes would not decode as this type",
+                    t.name, t.type_name, schema.rihs01
+                ));
+            }
         }
         let offered = OfferedQos::parse_list(&t.offered_qos_profiles);
         let qos = QoS {

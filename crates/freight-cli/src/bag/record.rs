@@ -32,6 +32,9 @@ use crate::stop;
 /// How often the receiver looks for new topics.
 const DISCOVERY_PERIOD: Duration = Duration::from_millis(500);
 
+/// How often the writer ends its chunk and hands it to the system.
+const FLUSH_PERIOD: Duration = Duration::from_secs(1);
+
 /// Most spare buffers the cache keeps for reuse.
 const MAX_SPARE: usize = 8;
 
@@ -134,9 +137,27 @@ struct CacheState {
     closed: bool,
     /// The writer failed; the receiver stops.
     failed: Option<String>,
+    /// Messages refused after the writer failed.
+    refused: u64,
 }
 
 impl Cache {
+    fn new(max_bytes: u64) -> Self {
+        Cache {
+            state: Mutex::new(CacheState {
+                queue: VecDeque::new(),
+                bytes: 0,
+                spare: Vec::new(),
+                closed: false,
+                failed: None,
+                refused: 0,
+            }),
+            changed: Condvar::new(),
+            max_bytes: max_bytes.max(1),
+            first: std::sync::OnceLock::new(),
+        }
+    }
+
     /// Queues `m`, waiting while the cache is full (a message larger than the
     /// whole cache goes in when the cache is empty). False if the writer failed.
     fn push(&self, m: Cached) -> bool {
@@ -146,6 +167,7 @@ impl Cache {
             s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         if s.failed.is_some() {
+            s.refused += 1;
             return false;
         }
         self.first.get_or_init(Instant::now);
@@ -155,19 +177,25 @@ impl Cache {
         true
     }
 
-    /// The next message; None once closed and empty.
-    fn pop(&self) -> Option<Cached> {
+    /// The next message, waiting at most `timeout`: `Err(true)` once closed
+    /// and empty, `Err(false)` when the time ran out.
+    fn pop(&self, timeout: Duration) -> Result<Cached, bool> {
+        let deadline = Instant::now() + timeout;
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(m) = s.queue.pop_front() {
                 s.bytes -= m.data.len() as u64;
                 self.changed.notify_all();
-                return Some(m);
+                return Ok(m);
             }
             if s.closed {
-                return None;
+                return Err(true);
             }
-            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(false);
+            }
+            s = self.changed.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -195,6 +223,13 @@ impl Cache {
     fn fail(&self, why: String) {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why);
         self.changed.notify_all();
+    }
+
+    /// Messages that were received but never written: left in the queue or
+    /// refused after the writer failed.
+    fn unwritten(&self) -> u64 {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.queue.len() as u64 + s.refused
     }
 
     fn failure(&self) -> Option<String> {
@@ -251,18 +286,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         ..WriterOptions::default()
     };
     let writer = Arc::new(Mutex::new(Writer::create(&output, options).map_err(|e| e.to_string())?));
-    let cache = Arc::new(Cache {
-        state: Mutex::new(CacheState {
-            queue: VecDeque::new(),
-            bytes: 0,
-            spare: Vec::new(),
-            closed: false,
-            failed: None,
-        }),
-        changed: Condvar::new(),
-        max_bytes: args.max_cache_size.max(1),
-        first: std::sync::OnceLock::new(),
-    });
+    let cache = Arc::new(Cache::new(args.max_cache_size));
     let writing = {
         let (writer, cache) = (writer.clone(), cache.clone());
         thread::Builder::new()
@@ -280,32 +304,63 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .unwrap_or_else(|p| p.into_inner())
         .finish();
     let topics = received?;
-    let metadata = finished.map_err(|e| e.to_string())?;
     if let Some(why) = cache.failure() {
-        return Err(format!(
-            "recording stopped: {why}; what was written before stays readable in {}",
+        // The write that failed comes first: finishing on a full disk fails too.
+        let mut text = format!("{why}; the recording stopped there");
+        if let Err(e) = &finished {
+            text.push_str(&format!("; finishing the bag failed too: {e}"));
+        }
+        text.push_str(&format!(
+            "; {} messages received were not written. What was written stays readable: `freight bag reindex {}` \
+             recovers the file that could not be finished",
+            cache.unwritten(),
             output.display()
         ));
+        return Err(text);
     }
+    let metadata = finished.map_err(|e| e.to_string())?;
     let written = cache.first.get().map(Instant::elapsed);
     Ok(summary(&topics, &metadata, &output, written))
 }
 
-/// Writes what the cache holds until it is closed and empty.
+/// Writes what the cache holds until it is closed and empty, ending a chunk
+/// and handing it to the system every [`FLUSH_PERIOD`] so that a killed
+/// recorder loses at most that much.
 fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
-    while let Some(m) = cache.pop() {
-        let record = Record {
-            data: &m.data,
-            log_time_ns: m.log_time_ns,
-            publish_time_ns: m.publish_time_ns,
-            sequence: m.sequence,
+    let mut last_flush = Instant::now();
+    let mut unflushed = false;
+    loop {
+        let next = cache.pop(FLUSH_PERIOD);
+        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+        let result = match next {
+            Ok(m) => {
+                let record = Record {
+                    data: &m.data,
+                    log_time_ns: m.log_time_ns,
+                    publish_time_ns: m.publish_time_ns,
+                    sequence: m.sequence,
+                };
+                let written = w.write(m.topic, &record);
+                drop(w);
+                cache.recycle(m.data);
+                unflushed = true;
+                written
+            }
+            Err(true) => return,
+            Err(false) => Ok(()),
         };
-        let written = writer.lock().unwrap_or_else(|p| p.into_inner()).write(m.topic, &record);
-        if let Err(e) = written {
+        if let Err(e) = result {
             cache.fail(e.to_string());
             return;
         }
-        cache.recycle(m.data);
+        if unflushed && last_flush.elapsed() >= FLUSH_PERIOD {
+            last_flush = Instant::now();
+            unflushed = false;
+            if let Err(e) = writer.lock().unwrap_or_else(|p| p.into_inner()).flush() {
+                cache.fail(e.to_string());
+                return;
+            }
+        }
     }
 }
 
@@ -626,18 +681,7 @@ mod tests {
 
     #[test]
     fn the_cache_holds_one_oversized_message_and_lets_the_writer_drain_it() {
-        let cache = Arc::new(Cache {
-            state: Mutex::new(CacheState {
-                queue: VecDeque::new(),
-                bytes: 0,
-                spare: Vec::new(),
-                closed: false,
-                failed: None,
-            }),
-            changed: Condvar::new(),
-            max_bytes: 10,
-            first: std::sync::OnceLock::new(),
-        });
+        let cache = Arc::new(Cache::new(10));
         let dir = freight_testkit::PrivateDir::new("freight-cache");
         let mut w = Writer::create(dir.path().join("b"), WriterOptions::default()).unwrap();
         let topic = w.add_topic("/t", Schema::built_in("std_msgs/msg/String").unwrap(), &[]).unwrap();
@@ -648,11 +692,11 @@ mod tests {
         // The second push waits until the writer takes the first.
         thread::sleep(Duration::from_millis(50));
         assert!(!pusher.is_finished());
-        assert_eq!(cache.pop().map(|m| m.data.len()), Some(100));
+        assert_eq!(cache.pop(Duration::ZERO).map(|m| m.data.len()).ok(), Some(100));
         assert!(pusher.join().unwrap());
         cache.close();
-        assert_eq!(cache.pop().map(|m| m.data.len()), Some(5));
-        assert!(cache.pop().is_none());
+        assert_eq!(cache.pop(Duration::ZERO).map(|m| m.data.len()).ok(), Some(5));
+        assert!(matches!(cache.pop(Duration::ZERO), Err(true)));
         cache.fail("disk full".into());
         assert!(!cache.push(big(1)));
     }
