@@ -31,6 +31,7 @@ from freight.context import init, ok, shutdown
 from freight import errors as _errors
 from freight.errors import (
     BackendError,
+    BagError,
     BackendUnavailableError,
     ContextError,
     FreightError,

@@ -80,6 +80,11 @@ class ServerGoneError(FreightError):
     """Every server of a service went away (its process ended) before it answered the call."""
 
 
+class BagError(FreightError, OSError):
+    """A bag could not be read or written: the message names the file and what
+    is wrong (it exists already, it is cut short or damaged, the disk is full)."""
+
+
 __all__ = [
     "FreightError",
     "ContextError",
@@ -96,4 +101,5 @@ __all__ = [
     "NetworkError",
     "NoServerError",
     "ServerGoneError",
+    "BagError",
 ]

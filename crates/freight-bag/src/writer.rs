@@ -30,6 +30,10 @@ use crate::metadata::{self, FileInfo, Metadata, TopicInfo};
 use crate::qos::OfferedQos;
 use crate::schema::Schema;
 
+/// A message record's bytes besides its data: opcode, length, channel,
+/// sequence, log and publish time.
+const MESSAGE_RECORD_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
+
 /// How chunks are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
@@ -120,6 +124,8 @@ struct OpenFile {
     /// The furthest position written: the file's size. (Summing what the
     /// writer wrote would count each chunk header it patches twice.)
     size: Arc<AtomicU64>,
+    /// Uncompressed bytes in the chunk being written.
+    open_chunk: u64,
 }
 
 impl Writer {
@@ -192,6 +198,13 @@ impl Writer {
             publish_time: record.publish_time_ns,
         };
         f.mcap.write_to_known_channel(&header, record.data).map_err(|e| BagError::mcap(&f.path, e))?;
+        // Chunks are closed here, not by the MCAP writer, so that the size of
+        // the open one is known: compressed, it is not in the file yet.
+        f.open_chunk += MESSAGE_RECORD_OVERHEAD + record.data.len() as u64;
+        if f.open_chunk >= self.options.chunk_size {
+            f.mcap.flush().map_err(|e| BagError::mcap(&f.path, e))?;
+            f.open_chunk = 0;
+        }
         let first = *f.first_log_ns.get_or_insert(record.log_time_ns);
         let info = &mut self.metadata.files[f.index];
         info.starting_time_ns = first.min(record.log_time_ns);
@@ -208,7 +221,10 @@ impl Writer {
     /// every message makes small chunks.
     pub fn flush(&mut self) -> Result<(), BagError> {
         match self.file.as_mut() {
-            Some(f) => f.mcap.flush().map_err(|e| BagError::mcap(&f.path, e)),
+            Some(f) => {
+                f.open_chunk = 0;
+                f.mcap.flush().map_err(|e| BagError::mcap(&f.path, e))
+            }
             None => Ok(()),
         }
     }
@@ -259,7 +275,11 @@ impl Writer {
     fn should_split(&self, log_time_ns: u64) -> bool {
         let Some(f) = &self.file else { return false };
         let Some(first) = f.first_log_ns else { return false };
-        let by_size = self.options.max_file_size.is_some_and(|max| f.size.load(Ordering::Relaxed) >= max);
+        // An uncompressed chunk goes to the file as it is written; a
+        // compressed one only when it closes, at most its uncompressed size.
+        let pending = if self.options.compression == Compression::None { 0 } else { f.open_chunk };
+        let size = f.size.load(Ordering::Relaxed) + pending;
+        let by_size = self.options.max_file_size.is_some_and(|max| size >= max);
         let by_time = self
             .options
             .max_file_duration
@@ -282,13 +302,13 @@ impl Writer {
             .profile("ros2")
             .library(concat!("freight ", env!("CARGO_PKG_VERSION")))
             .compression(compression)
-            .chunk_size(Some(self.options.chunk_size))
+            .chunk_size(None)
             // rosbag2's zstd_fast: level 1.
             .compression_level(1);
         let size = Arc::new(AtomicU64::new(0));
         let tracked = Tracked { inner: BufWriter::with_capacity(1 << 20, file), pos: 0, end: size.clone() };
         let mcap = options.create(tracked).map_err(|e| BagError::mcap(&path, e))?;
-        let mut f = OpenFile { path, mcap, channels: Vec::new(), index, first_log_ns: None, size };
+        let mut f = OpenFile { path, mcap, channels: Vec::new(), index, first_log_ns: None, size, open_chunk: 0 };
         for (topic, schema, qos) in &self.topics {
             let channel = add_channel(&mut f, topic, schema, qos)?;
             f.channels.push(channel);

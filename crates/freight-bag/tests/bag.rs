@@ -104,12 +104,15 @@ fn splits_by_time_follow_the_receive_clock() {
 }
 
 #[test]
-fn compressed_chunks_read_back_the_same() {
+fn compressed_chunks_read_back_the_same_and_split_by_size() {
     for compression in [Compression::Zstd, Compression::Lz4] {
         let dir = PrivateDir::new("freight-bag");
         let bag = dir.path().join("packed");
-        let options = WriterOptions { compression, ..WriterOptions::default() };
-        record(&bag, options, 30, 100_000);
+        // A compressed chunk reaches the file only when it closes: the size
+        // limit still splits by what the files will hold.
+        let options = WriterOptions { compression, max_file_size: Some(1_000_000), ..WriterOptions::default() };
+        let m = record(&bag, options, 30, 100_000);
+        assert!(m.files.len() >= 3, "{compression:?}: {} files", m.files.len());
         check_all(&bag, 30, 100_000);
         let size: u64 = fs::read_dir(&bag).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
         // The payload is a repeating pattern: compression must show.

@@ -34,6 +34,7 @@ pub(crate) enum Kind {
     Network,
     NoServer,
     ServerGone,
+    Bag,
 }
 
 impl Kind {
@@ -53,6 +54,7 @@ impl Kind {
             Kind::Network => "NetworkError",
             Kind::NoServer => "NoServerError",
             Kind::ServerGone => "ServerGoneError",
+            Kind::Bag => "BagError",
         }
     }
 }

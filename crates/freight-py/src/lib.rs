@@ -6,12 +6,14 @@
 //! * [`arrays`]: numpy views of received and loaned memory, device arrays of
 //!   received device memory, all exported as DLPack by [`dlpack`];
 //! * [`errors`]: Rust errors as the exception classes of `freight.errors`;
-//! * [`graph`]: the ROS graph for `freight.Node`'s graph methods.
+//! * [`graph`]: the ROS graph for `freight.Node`'s graph methods;
+//! * [`bag`]: bags, for `freight.bag`.
 //!
 //! The rclpy-shaped API (`init`, `Node`, executors, QoS profiles) is Python,
 //! in `python/freight/`; everything per message is here.
 
 mod arrays;
+mod bag;
 mod dlpack;
 mod endpoints;
 mod errors;
@@ -33,6 +35,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::ReceivedBuffer>()?;
     m.add_class::<arrays::LoanedBuffer>()?;
     m.add_class::<arrays::DeviceArray>()?;
+    m.add_class::<bag::BagReader>()?;
+    m.add_class::<bag::BagMessages>()?;
+    m.add_class::<bag::BagWriter>()?;
     m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
     m.add_function(wrap_pyfunction!(graph::topic_names_and_types, m)?)?;
     m.add_function(wrap_pyfunction!(graph::service_names_and_types, m)?)?;
