@@ -197,6 +197,7 @@ fn one_row(
         .args(["--max-cache-size", &args.max_cache_size.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    dies_with_this_process(&mut recorder);
     let recorder = recorder.spawn().map_err(|e| format!("starting the recorder: {e}"))?;
     let mut publisher = Command::new(exe);
     publisher.args(["topic", "pub", TOPIC]).args(stream.publisher_args()).args([
@@ -207,6 +208,7 @@ fn one_row(
         "--wait-for-subscribers",
         "1",
     ]);
+    dies_with_this_process(&mut publisher);
     let started = Instant::now();
     let published = run_bounded(publisher, limit);
     // The recorder drains its cache after the signal: that is part of the row.
@@ -257,6 +259,21 @@ fn one_row(
         recorder_cpu_cores: cpu.unwrap_or(0.0) / wall,
         recorder_peak_mib: peak.unwrap_or(0),
     })
+}
+
+/// Makes the child get SIGTERM when this process ends, however it ends: the
+/// recorder then finishes its bag and the publisher stops, instead of both
+/// running on (and filling the disk) after a killed benchmark.
+fn dies_with_this_process(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
 }
 
 /// The number after `prefix` at the start of a line.
