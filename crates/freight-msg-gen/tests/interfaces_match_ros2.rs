@@ -6,10 +6,11 @@
 //! `pip install rosbags`; set `FREIGHT_SKIP_PYTHON_INTEROP=1` to skip.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use freight_msg_gen::{load_package, shipped_interfaces_dir, ArrayKind, MsgSpec, Value};
 use freight_testkit::{self as testkit, Lack};
+
+mod rosbags;
 
 const SCRIPT: &str = r#"
 import sys
@@ -77,9 +78,6 @@ const TEST: &str = "shipped_interfaces_match_rosbags_ros2_humble";
 
 #[test]
 fn shipped_interfaces_match_rosbags_ros2_humble() {
-    let skip = std::env::var("FREIGHT_SKIP_PYTHON_INTEROP").is_ok_and(|v| v == "1");
-    let python = std::env::var("FREIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
-
     let mut specs: BTreeMap<String, MsgSpec> = BTreeMap::new();
     for pkg in ["builtin_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs"] {
         let pkg = load_package(&shipped_interfaces_dir().join(pkg)).unwrap();
@@ -90,23 +88,8 @@ fn shipped_interfaces_match_rosbags_ros2_humble() {
     }
     assert!(specs.len() >= 50, "{} shipped types", specs.len());
 
-    let output = match Command::new(&python).arg("-c").arg(SCRIPT).args(specs.keys()).output() {
-        Ok(o) => o,
-        Err(e) if skip => return testkit::skip(TEST, Lack::OptedOut, &format!("cannot run {python}: {e}")),
-        Err(e) => panic!("cannot run `{python}` ({e}): install Python and `pip install rosbags`, set FREIGHT_PYTHON, or set FREIGHT_SKIP_PYTHON_INTEROP=1"),
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        if skip {
-            return testkit::skip(TEST, Lack::OptedOut, &format!("rosbags unavailable in {python}"));
-        }
-        panic!(
-            "`{python}` failed ({}): pip install rosbags (or set FREIGHT_PYTHON to an interpreter that has it, \
-             or FREIGHT_SKIP_PYTHON_INTEROP=1)\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    let names: Vec<&str> = specs.keys().map(String::as_str).collect();
+    let Some(stdout) = rosbags::run(TEST, SCRIPT, &names, "") else { return };
 
     let mut theirs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut problems = Vec::new();

@@ -9,11 +9,11 @@
 //! install is the `.venv-ros-jazzy` that `make test` makes.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 
 use freight_msg_gen::{shipped_interfaces_dir, Builder, TypeSchema};
 use freight_testkit::{self as testkit, Lack};
+
+mod rosbags;
 
 /// Reads `[[type name, ros2msg, rihs01], ...]` on stdin; for each type, parses
 /// the `ros2msg` text with rosbags and prints the types whose fields differ
@@ -67,39 +67,9 @@ const TEST: &str = "schemas_match_rosbags_ros2_jazzy";
 
 #[test]
 fn schemas_match_rosbags_ros2_jazzy() {
-    let skip = std::env::var("FREIGHT_SKIP_PYTHON_INTEROP").is_ok_and(|v| v == "1");
-    let python = std::env::var("FREIGHT_PYTHON").unwrap_or_else(|_| "python3".into());
     let schemas = Builder::built_ins().schemas().unwrap();
     assert!(schemas.len() >= 60, "{} built-in types", schemas.len());
-
-    let child = Command::new(&python)
-        .arg("-c")
-        .arg(SCRIPT)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if skip => return testkit::skip(TEST, Lack::OptedOut, &format!("cannot run {python}: {e}")),
-        Err(e) => panic!("cannot run `{python}` ({e}): install Python and `pip install rosbags`, set FREIGHT_PYTHON, or set FREIGHT_SKIP_PYTHON_INTEROP=1"),
-    };
-    let input = json_input(&schemas);
-    // A script that dies early closes its stdin: the status below says why.
-    let _ = child.stdin.take().expect("piped stdin").write_all(input.as_bytes());
-    let output = child.wait_with_output().expect("waiting for the Python script");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        if skip {
-            return testkit::skip(TEST, Lack::OptedOut, &format!("rosbags unavailable in {python}"));
-        }
-        panic!(
-            "`{python}` failed ({}): pip install rosbags (or set FREIGHT_PYTHON to an interpreter that has it, \
-             or FREIGHT_SKIP_PYTHON_INTEROP=1)\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    let Some(stdout) = rosbags::run(TEST, SCRIPT, &[], &json_input(&schemas)) else { return };
 
     let ours: BTreeMap<&str, &TypeSchema> = schemas.iter().map(|s| (s.type_name.as_str(), s)).collect();
     let mut problems = Vec::new();
