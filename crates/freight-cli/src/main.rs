@@ -19,6 +19,7 @@ mod private_dir;
 mod ros_args;
 mod service;
 mod stop;
+mod subscribe;
 mod topic;
 mod tune;
 mod values;
