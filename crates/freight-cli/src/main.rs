@@ -3,7 +3,8 @@
 //! Subcommands: `bench latency` (the latency benchmark; `--lang python` hands it to the Python
 //! benchmark, `python -m freight.bench`), `bench throughput` (a publisher in a tight loop to N
 //! subscriber processes), `bench ros2` (freight against stock ROS 2), `demo`
-//! (the headline comparison), `topic` (inspection and a test publisher, as `ros2 topic`), `dds
+//! (the headline comparison), `topic` (inspection and a test publisher, as `ros2 topic`), `view`
+//! (a live Foxglove WebSocket server), `dds
 //! config` (the network plane's configuration), `tune` (DDS profiles for large data over a
 //! lossy link), `lab` (network experiments in namespaces), `bench soak` (a chaos soak), and
 //! the hidden `bench peer`, `bench ros2-peer` and `bench soak-worker` (the processes the
@@ -23,6 +24,7 @@ mod subscribe;
 mod topic;
 mod tune;
 mod values;
+mod view;
 
 use std::process::ExitCode;
 
@@ -138,6 +140,13 @@ COMMANDS IN DETAIL
       10 Hz once a second, with the rate). --wait-for-subscribers N holds the first message
       back; --qos sensor publishes best effort. It runs until --count or Ctrl-C.
 
+  freight view [TOPIC ...] [--all] [--host 127.0.0.1] [--port 8765] [--max-bandwidth BYTES_PER_S]
+      A live view in the Foxglove app: a Foxglove WebSocket server (foxglove.sdk.v1),
+      one channel per topic (CDR, ros2msg schema). Open connection..., Foxglove WebSocket, and
+      the URL of the first line. Messages are encoded only while a client subscribes, over a
+      byte budget (default 20 MB/s) they are skipped and counted, and no publisher ever waits
+      for a client. See docs/view.md.
+
   freight service list [-t] | type SERVICE
       As `ros2 service`: the services of this host's freight nodes and, over DDS, those of
       every other ROS 2 node of the domain, with their types (-t).
@@ -203,6 +212,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Record, inspect, play and recover bags (rosbag2 layout, MCAP), as `ros2 bag` does.
     #[command(subcommand)]
     Bag(bag::BagCommand),
+    /// Serve topics live to the Foxglove app (a Foxglove WebSocket server).
+    #[command(long_about = view::VIEW_ABOUT)]
+    View(view::ViewArgs),
     /// Inspect and call services, as `ros2 service` does: list, type, call.
     #[command(subcommand)]
     Service(service::ServiceCommand),
@@ -446,6 +458,7 @@ fn main() -> ExitCode {
         Command::Topic(cmd) => topic::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Service(cmd) => service::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Bag(cmd) => bag::run(&cmd),
+        Command::View(args) => view::run(&args),
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),

@@ -1,0 +1,80 @@
+//! One topic's way from its freight subscription to its Foxglove channel.
+
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use foxglove::{PartialMetadata, RawChannel};
+
+use super::throttle::Throttle;
+use crate::subscribe::{realtime_ns, Received};
+
+/// Counters of one topic, written by its callback and read by the status line.
+#[derive(Debug, Default)]
+pub struct TopicStats {
+    /// Messages the subscription took.
+    pub received: AtomicU64,
+    /// Messages handed to the server for its subscribed clients.
+    pub sent: AtomicU64,
+    /// Bytes of those (CDR with its header).
+    pub bytes: AtomicU64,
+    /// Messages not sent because the budget (`--max-bandwidth`) was spent.
+    pub skipped: AtomicU64,
+    /// Messages that could not be encoded.
+    pub failed: AtomicU64,
+}
+
+/// The budget all topics share: `None` without a limit.
+pub type Budget = Option<Arc<Mutex<Throttle>>>;
+
+/// A budget of `bytes_per_s` (0: none).
+pub fn budget(bytes_per_s: u64) -> Budget {
+    NonZeroU64::new(bytes_per_s).map(|rate| Arc::new(Mutex::new(Throttle::new(rate, Instant::now()))))
+}
+
+/// What a topic's subscription callback owns.
+pub struct Forward {
+    pub channel: Arc<RawChannel>,
+    pub budget: Budget,
+    pub stats: Arc<TopicStats>,
+    /// The last message's CDR, whose allocation the next one reuses.
+    pub buf: Vec<u8>,
+}
+
+impl Forward {
+    /// Encodes `s` and logs it to the channel, if a client is subscribed to it
+    /// and the budget allows; otherwise it is not even encoded.
+    pub fn on_sample(&mut self, s: &dyn Received) {
+        let received_ns = realtime_ns();
+        self.stats.received.fetch_add(1, Relaxed);
+        // The server keeps each channel's set of subscribed clients up to date.
+        if !self.channel.has_sinks() {
+            return;
+        }
+        if let Some(b) = &self.budget {
+            if !b.lock().unwrap_or_else(|p| p.into_inner()).ready(Instant::now()) {
+                self.stats.skipped.fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        let data = match s.encode(std::mem::take(&mut self.buf)) {
+            Ok(data) => data,
+            Err(e) => {
+                if self.stats.failed.fetch_add(1, Relaxed) == 0 {
+                    let topic = crate::topic::shown(self.channel.topic());
+                    eprintln!("warning: {topic}: a message could not be encoded and was not sent: {e}");
+                }
+                return;
+            }
+        };
+        if let Some(b) = &self.budget {
+            b.lock().unwrap_or_else(|p| p.into_inner()).spend(data.len());
+        }
+        // Never blocks: a client whose queue is full loses its oldest message.
+        self.channel.log_with_meta(&data, PartialMetadata::with_log_time(received_ns));
+        self.stats.sent.fetch_add(1, Relaxed);
+        self.stats.bytes.fetch_add(data.len() as u64, Relaxed);
+        self.buf = data;
+    }
+}
