@@ -59,19 +59,27 @@ class Reader:
         return {name: (ty, count) for name, ty, count, _qos, _hash in self._bag.topics()}
 
     def messages(self, topics=None, raw=False):
-        """The messages of ``topics`` (all if None)."""
+        """The messages of ``topics`` (all if None).
+
+        Where a chunk is stored uncompressed, a message's arrays (an image's
+        ``data``, a cloud's points) are read-only numpy views over the file's
+        memory: nothing is copied until the program reads the pixels, and then
+        only by the page cache. Arrays of wider elements (``float32``) that the
+        file does not place aligned, and every array of a compressed chunk, are
+        copies. ``raw=True`` yields the CDR bytes (a copy) instead.
+        """
         wanted = None if topics is None else set(topics)
         classes = {}
-        for topic, type_name, data, log_time, _publish_time in self._bag.messages():
+        for topic, type_name, message, log_time, _publish_time in self._bag.messages():
             if wanted is not None and topic not in wanted:
                 continue
             if raw:
-                yield topic, type_name, data, log_time
+                yield topic, type_name, message.cdr(), log_time
                 continue
             cls = classes.get(type_name)
             if cls is None:
                 cls = classes[type_name] = message_class(type_name)
-            yield topic, cls.deserialize(data), log_time
+            yield topic, message.decode(cls), log_time
 
     def __iter__(self):
         return self.messages()

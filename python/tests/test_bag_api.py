@@ -108,3 +108,32 @@ def test_bad_input_raises_bag_error_naming_the_file(tmp_path):
         freight.bag.Reader(tmp_path / "missing")
     with pytest.raises(TypeError, match="not one of freight's built-in types"):
         freight.bag.message_class("nobody/msg/Nothing")
+
+
+def _address(array):
+    return array.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_arrays_of_an_uncompressed_bag_are_read_only_views_of_the_file(tmp_path, compression):
+    bag = tmp_path / "views"
+    sent = [image(k, width=640, height=480) for k in range(3)]
+    with freight.bag.Writer(bag, compression=compression) as w:
+        w.add_topic("/cam", "sensor_msgs/msg/Image")
+        for k, m in enumerate(sent):
+            w.write("/cam", m, 1_000 + k)
+    r = freight.bag.Reader(bag)
+    one = [m for _, m, _ in r]
+    two = [m for _, m, _ in r]
+    for a, s in zip(one, sent, strict=True):
+        assert np.array_equal(a.data, s.data) and a.width == 640
+        assert not a.data.flags.writeable
+        with pytest.raises(ValueError):
+            a.data[0] = 1
+    # Two passes over one reader view the same mapping: the same addresses,
+    # where copies (both alive) could not share one.
+    same = [_address(x.data) == _address(y.data) for x, y in zip(one, two, strict=True)]
+    assert all(same) == (compression == "none"), same
+    # The arrays outlive the reader that mapped the file.
+    del r
+    assert all(np.array_equal(x.data, s.data) for x, s in zip(one, sent, strict=True))

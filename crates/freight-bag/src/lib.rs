@@ -11,12 +11,15 @@
 //!
 //! - [`Writer`]: creates a bag, splits it by size or time, compresses chunks
 //!   (zstd, lz4) if asked, and keeps `metadata.yaml` current at every split.
-//! - [`Reader`]: a bag directory or one `.mcap` file; its messages as CDR.
+//! - [`Reader`]: a bag directory or one `.mcap` file; its messages as CDR,
+//!   in the file's own memory where a chunk is uncompressed, and decoded
+//!   with their large arrays viewing that memory ([`Message::decode`]).
 //! - [`reindex`]: recovers the complete chunks of a file cut short by a crash.
 //!
 //! This crate moves bytes: it does not know freight's transport. The
 //! `freight bag` commands subscribe and publish with it.
 
+mod bytes;
 mod error;
 pub mod metadata;
 mod qos;
@@ -25,6 +28,7 @@ mod reindex;
 mod schema;
 mod writer;
 
+pub use bytes::Bytes;
 pub use error::BagError;
 pub use metadata::Metadata;
 pub use qos::{Durability, OfferedQos, Reliability};

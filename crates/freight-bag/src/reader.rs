@@ -1,13 +1,15 @@
 //! Reading a bag: a directory as `ros2 bag record` (any storage version, MCAP
 //! files) or freight wrote it, or a single `.mcap` file.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use crate::bytes::Bytes;
 use crate::error::BagError;
 use crate::metadata::{self, FileInfo, Metadata, TopicInfo};
 
@@ -18,14 +20,39 @@ pub struct Message {
     pub topic: String,
     /// Its type, `pkg/msg/Type` (the name of its channel's schema).
     pub type_name: String,
-    /// The CDR bytes, encapsulation header first.
-    pub data: Vec<u8>,
+    /// The CDR bytes, encapsulation header first: the file's own memory
+    /// where the chunk is uncompressed.
+    pub data: Bytes,
     /// When it was received, ns since the epoch.
     pub log_time_ns: u64,
     /// When it was sent, ns since the epoch (0 if the recorder did not know).
     pub publish_time_ns: u64,
     /// The sequence number the recorder gave it.
     pub sequence: u32,
+}
+
+impl Message {
+    /// The message as `M`. Where the chunk is uncompressed, its `Buffer`
+    /// fields (an image's pixels, a cloud's points) view the file's memory
+    /// rather than copy it; elements wider than a byte need the file to place
+    /// them aligned, else they are copied. The type is the caller's to choose:
+    /// check [`Message::type_name`] against `M::TYPE_NAME`.
+    ///
+    /// ```no_run
+    /// use freight_msg::msgs::sensor_msgs::Image;
+    ///
+    /// let bag = freight_bag::Reader::open("my_bag").unwrap();
+    /// for m in bag.messages() {
+    ///     let m = m.unwrap();
+    ///     if m.type_name == "sensor_msgs/msg/Image" {
+    ///         let image: Image = m.decode().unwrap();
+    ///         println!("{}x{}", image.width, image.height);
+    ///     }
+    /// }
+    /// ```
+    pub fn decode<M: freight_msg::Message>(&self) -> Result<M, freight_msg::DecodeError> {
+        self.data.decode()
+    }
 }
 
 /// An open bag.
@@ -40,7 +67,7 @@ pub struct Message {
 pub struct Reader {
     dir: PathBuf,
     from_yaml: Option<Metadata>,
-    files: Vec<(PathBuf, Mmap)>,
+    files: Vec<(PathBuf, Arc<Mmap>)>,
 }
 
 impl Reader {
@@ -65,7 +92,7 @@ impl Reader {
         if paths.is_empty() {
             return Err(BagError::NotABag { path: path.to_path_buf() });
         }
-        let files = paths.into_iter().map(|p| map(&p).map(|m| (p, m))).collect::<Result<_, _>>()?;
+        let files = paths.into_iter().map(|p| map(&p).map(|m| (p, Arc::new(m)))).collect::<Result<_, _>>()?;
         Ok(Reader { dir, from_yaml, files })
     }
 
@@ -112,7 +139,7 @@ impl Reader {
     /// recording's order: receive time). Chunks are checked against their
     /// CRCs. An error (a damaged or cut file) ends the iteration.
     pub fn messages(&self) -> Messages<'_> {
-        Messages { reader: self, file: 0, stream: None, failed: false }
+        Messages { reader: self, file: 0, source: None, failed: false }
     }
 }
 
@@ -151,11 +178,42 @@ impl Reader {
 }
 
 /// The messages of a [`Reader`].
+///
+/// A file with a summary (every file a recorder finished) is read chunk by
+/// chunk from its chunk index: an uncompressed chunk's messages are ranges
+/// of the mapping, found by walking its records in place (the `mcap` crate's
+/// readers copy every record); a compressed chunk is decompressed by the
+/// crate. A file without one (cut short) is streamed by the crate, copies
+/// and all, to the first damaged record.
 pub struct Messages<'a> {
     reader: &'a Reader,
     file: usize,
-    stream: Option<mcap::MessageStream<'a>>,
+    source: Option<Source<'a>>,
     failed: bool,
+}
+
+enum Source<'a> {
+    Stream(mcap::MessageStream<'a>),
+    Chunks { summary: mcap::Summary, next: usize, pending: VecDeque<Message> },
+}
+
+impl<'a> Source<'a> {
+    /// The way to read `map`: by its chunks when its summary indexes every
+    /// message, else as a stream.
+    fn open(map: &'a [u8]) -> Result<Source<'a>, mcap::McapError> {
+        if let Ok(Some(mut summary)) = mcap::Summary::read(map) {
+            let chunks = summary.chunk_indexes.len();
+            // An unchunked writer's messages (no chunk, yet messages) are
+            // only found by the stream.
+            if summary.stats.as_ref().is_some_and(|s| {
+                usize::try_from(s.chunk_count).is_ok_and(|n| n == chunks) && (chunks > 0 || s.message_count == 0)
+            }) {
+                summary.chunk_indexes.sort_by_key(|c| c.chunk_start_offset);
+                return Ok(Source::Chunks { summary, next: 0, pending: VecDeque::new() });
+            }
+        }
+        mcap::MessageStream::new_with_options(map, mcap::read::Options::ValidateChunkCrcs.into()).map(Source::Stream)
+    }
 }
 
 impl Iterator for Messages<'_> {
@@ -164,40 +222,128 @@ impl Iterator for Messages<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         while !self.failed {
             let (path, map) = self.reader.files.get(self.file)?;
-            let stream = match &mut self.stream {
+            let source = match &mut self.source {
                 Some(s) => s,
-                None => match mcap::MessageStream::new_with_options(map, mcap::read::Options::ValidateChunkCrcs.into())
-                {
-                    Ok(s) => self.stream.insert(s),
+                None => match Source::open(map) {
+                    Ok(s) => self.source.insert(s),
                     Err(e) => {
                         self.failed = true;
                         return Some(Err(BagError::mcap(path, e)));
                     }
                 },
             };
-            match stream.next() {
-                Some(Ok(m)) => {
-                    return Some(Ok(Message {
-                        topic: m.channel.topic.clone(),
-                        type_name: m.channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
-                        data: m.data.into_owned(),
-                        log_time_ns: m.log_time,
-                        publish_time_ns: m.publish_time,
-                        sequence: m.sequence,
-                    }))
-                }
-                Some(Err(e)) => {
-                    self.failed = true;
-                    return Some(Err(truncation_hint(path, e)));
-                }
-                None => {
-                    self.stream = None;
+            let step = match source {
+                Source::Stream(stream) => match stream.next() {
+                    Some(Ok(m)) => return Some(Ok(message(&m.channel, &m, Bytes::from_file(map, m.data.clone())))),
+                    Some(Err(e)) => Err(truncation_hint(path, e)),
+                    None => Ok(false),
+                },
+                Source::Chunks { summary, next, pending } => match pending.pop_front() {
+                    Some(m) => return Some(Ok(m)),
+                    None => match summary.chunk_indexes.get(*next) {
+                        Some(index) => {
+                            *next += 1;
+                            read_chunk(path, map, summary, index, pending).map(|()| true)
+                        }
+                        None => Ok(false),
+                    },
+                },
+            };
+            match step {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.source = None;
                     self.file += 1;
+                }
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
                 }
             }
         }
         None
     }
+}
+
+/// A [`Message`] of `channel` with `data`.
+fn message(channel: &mcap::Channel<'_>, m: &mcap::Message<'_>, data: Bytes) -> Message {
+    Message {
+        topic: channel.topic.clone(),
+        type_name: channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+        data,
+        log_time_ns: m.log_time,
+        publish_time_ns: m.publish_time,
+        sequence: m.sequence,
+    }
+}
+
+/// Appends the messages of the chunk `index` points at to `out`.
+fn read_chunk(
+    path: &Path,
+    map: &Arc<Mmap>,
+    summary: &mcap::Summary,
+    index: &mcap::records::ChunkIndex,
+    out: &mut VecDeque<Message>,
+) -> Result<(), BagError> {
+    if !index.compression.is_empty() {
+        for m in summary.stream_chunk(map, index).map_err(|e| BagError::mcap(path, e))? {
+            let m = m.map_err(|e| BagError::mcap(path, e))?;
+            out.push_back(message(&m.channel, &m, Bytes::from_file(map, m.data.clone())));
+        }
+        return Ok(());
+    }
+    let bad = |why: String| BagError::invalid(path, format!("the chunk at byte {}: {why}", index.chunk_start_offset));
+    let whole = usize::try_from(index.chunk_start_offset)
+        .ok()
+        .zip(usize::try_from(index.chunk_length).ok())
+        .and_then(|(at, len)| map.get(at..at.checked_add(len)?))
+        .ok_or_else(|| bad("its index points past the end of the file".into()))?;
+    let (op, body, _) = record_at(whole).ok_or_else(|| bad("its record is cut short".into()))?;
+    let records = match (op, mcap::parse_record(op, body).map_err(|e| BagError::mcap(path, e))?) {
+        (mcap::records::op::CHUNK, mcap::records::Record::Chunk { header, data: Cow::Borrowed(d) }) => {
+            if header.uncompressed_crc != 0 && crc32fast::hash(d) != header.uncompressed_crc {
+                return Err(bad("its CRC does not match its bytes".into()));
+            }
+            d
+        }
+        _ => return Err(bad("the chunk index points at something else".into())),
+    };
+    let mut rest = records;
+    while !rest.is_empty() {
+        let (op, body, after) = record_at(rest).ok_or_else(|| bad("a record in it runs past its end".into()))?;
+        rest = after;
+        if op != mcap::records::op::MESSAGE {
+            // Schemas and channels repeat what the summary holds.
+            continue;
+        }
+        let (header, data) = match mcap::parse_record(op, body).map_err(|e| BagError::mcap(path, e))? {
+            mcap::records::Record::Message { header, data: Cow::Borrowed(d) } => (header, d),
+            _ => return Err(bad("a message record in it does not parse".into())),
+        };
+        let channel = summary
+            .channels
+            .get(&header.channel_id)
+            .ok_or_else(|| BagError::mcap(path, mcap::McapError::UnknownChannel(header.sequence, header.channel_id)))?;
+        out.push_back(Message {
+            topic: channel.topic.clone(),
+            type_name: channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+            data: Bytes::from_file(map, Cow::Borrowed(data)),
+            log_time_ns: header.log_time,
+            publish_time_ns: header.publish_time,
+            sequence: header.sequence,
+        });
+    }
+    Ok(())
+}
+
+/// The record at the start of `bytes` (opcode, body) and what follows it:
+/// MCAP's framing, an opcode byte and a little-endian u64 length. `None` when
+/// the length runs past `bytes`.
+fn record_at(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&op, rest) = bytes.split_first()?;
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+    (len <= rest.len()).then(|| (op, &rest[..len], &rest[len..]))
 }
 
 /// An MCAP error, with the remedy when the file was cut short.

@@ -9,6 +9,9 @@ use std::time::Duration;
 use freight_bag::{
     reindex, BagError, Compression, Durability, OfferedQos, Reader, Record, Reliability, Schema, Writer, WriterOptions,
 };
+use freight_msg::msgs::sensor_msgs::Image;
+use freight_msg::msgs::std_msgs::{Float32MultiArray, MultiArrayDimension};
+use freight_msg::{Buffer, Message as _};
 use freight_testkit::PrivateDir;
 
 /// Message `k` of topic `t`: CDR-like bytes whose content names both.
@@ -224,4 +227,100 @@ fn a_topic_is_added_once() {
     let schema = Schema::built_in("std_msgs/msg/String").unwrap();
     w.add_topic("/a", schema.clone(), &[]).unwrap();
     assert!(matches!(w.add_topic("/a", schema, &[]), Err(BagError::DuplicateTopic { .. })));
+}
+
+/// Writes `images` and `clouds` (one topic each), then returns the reader.
+fn images_and_clouds(dir: &Path, compression: Compression, images: &[Image], clouds: &[Float32MultiArray]) -> Reader {
+    let mut w = Writer::create(dir, WriterOptions { compression, ..WriterOptions::default() }).unwrap();
+    let qos = [OfferedQos { reliability: Reliability::Reliable, durability: Durability::Volatile }];
+    let image = w.add_topic("/image", Schema::built_in(Image::TYPE_NAME).unwrap(), &qos).unwrap();
+    let cloud = w.add_topic("/cloud", Schema::built_in(Float32MultiArray::TYPE_NAME).unwrap(), &qos).unwrap();
+    let mut at = 1_700_000_000_000_000_000;
+    for (id, cdr) in
+        images.iter().map(|m| (image, m.to_cdr().unwrap())).chain(clouds.iter().map(|m| (cloud, m.to_cdr().unwrap())))
+    {
+        at += 1_000;
+        w.write(id, &Record { data: &cdr, log_time_ns: at, publish_time_ns: at, sequence: 0 }).unwrap();
+    }
+    w.finish().unwrap();
+    Reader::open(dir).unwrap()
+}
+
+fn image(n: u8) -> Image {
+    Image {
+        height: 480,
+        width: 640,
+        encoding: "rgb8".into(),
+        step: 640 * 3,
+        data: Buffer::from((0..640 * 480 * 3).map(|i| (i % 251) as u8 ^ n).collect::<Vec<u8>>()),
+        ..Image::default()
+    }
+}
+
+/// A cloud whose floats start `pad` bytes after a 4-byte boundary of the
+/// payload: `pad` label characters move them.
+fn cloud(label: &str) -> Float32MultiArray {
+    let mut m = Float32MultiArray {
+        data: Buffer::from((0..10_000).map(|i| i as f32 * 0.5).collect::<Vec<f32>>()),
+        ..Float32MultiArray::default()
+    };
+    m.layout.dim.push(MultiArrayDimension { label: label.into(), size: 10_000, stride: 10_000 });
+    m
+}
+
+#[test]
+fn uncompressed_messages_are_the_files_memory_and_decode_with_arrays_viewing_it() {
+    let dir = PrivateDir::new("freight-bag");
+    let images = [image(1), image(2)];
+    let r = images_and_clouds(&dir.path().join("b"), Compression::None, &images, &[]);
+    let read: Vec<_> = r.messages().map(Result::unwrap).collect();
+    assert_eq!(read.len(), 2);
+    for (m, sent) in read.iter().zip(&images) {
+        assert!(m.data.is_mapped(), "{:?}", m.data);
+        let a: Image = m.decode().unwrap();
+        let b: Image = m.decode().unwrap();
+        assert_eq!(&a, sent);
+        // Two decodes view the same bytes: neither copied them.
+        let (pa, pb) = (a.data.as_slice().unwrap().as_ptr(), b.data.as_slice().unwrap().as_ptr());
+        assert_eq!(pa, pb);
+        assert!(m.data.as_ptr_range().contains(&pa), "the pixels are not inside the message's bytes");
+    }
+    drop(read);
+    drop(r);
+
+    // A flipped bit in a pixel read in place is caught by the chunk's CRC.
+    let file = dir.path().join("b/b_0.mcap");
+    let mut bytes = fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    fs::write(&file, &bytes).unwrap();
+    let err = Reader::open(dir.path().join("b")).unwrap().messages().find_map(Result::err).expect("a CRC error");
+    assert!(err.to_string().contains("CRC") && err.to_string().contains("b_0.mcap"), "{err}");
+}
+
+#[test]
+fn decompressed_and_unaligned_arrays_are_copies_with_the_same_values() {
+    let dir = PrivateDir::new("freight-bag");
+    // One to three label bytes shift the floats off 4-byte alignment in the
+    // file for at least two of the three, whatever the chunk's offset.
+    let clouds = [cloud("a"), cloud("ab"), cloud("abc"), cloud("abcd")];
+    let r = images_and_clouds(&dir.path().join("plain"), Compression::None, &[], &clouds);
+    let mut views = 0;
+    for (m, sent) in r.messages().map(Result::unwrap).zip(&clouds) {
+        let c: Float32MultiArray = m.decode().unwrap();
+        assert_eq!(&c, sent);
+        let p = c.data.as_slice().unwrap().as_ptr().cast::<u8>();
+        views += usize::from(m.data.as_ptr_range().contains(&p));
+    }
+    assert!((1..=2).contains(&views), "{views} of 4 clouds viewed the file: alignment is not what decode assumed");
+
+    let r = images_and_clouds(&dir.path().join("zstd"), Compression::Zstd, &[image(3)], &clouds);
+    let read: Vec<_> = r.messages().map(Result::unwrap).collect();
+    assert!(read.iter().all(|m| !m.data.is_mapped()));
+    assert_eq!(read[0].decode::<Image>().unwrap(), image(3));
+    for (m, sent) in read[1..].iter().zip(&clouds) {
+        assert_eq!(&m.decode::<Float32MultiArray>().unwrap(), sent);
+    }
+    // The wrong type is an error, not a crash.
+    assert!(read[1].decode::<Image>().is_err());
 }

@@ -12,15 +12,16 @@ use freight_bag::{
     WriterOptions,
 };
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyType};
 
+use crate::endpoints::endpoints_of;
 use crate::errors::{error, Kind};
 
 /// (name, type, count, offered_qos_profiles, rihs01).
 type TopicRow = (String, String, u64, String, String);
 
-/// (topic, type, cdr_bytes, log_time_ns, publish_time_ns).
-type MessageRow<'py> = (String, String, Bound<'py, PyBytes>, u64, u64);
+/// (topic, type, message, log_time_ns, publish_time_ns).
+type MessageRow = (String, String, BagMessage, u64, u64);
 
 fn bag_error(e: BagError) -> PyErr {
     error(Kind::Bag, e.to_string())
@@ -53,7 +54,8 @@ impl BagReader {
         self.reader.files().map(|p| p.to_path_buf()).collect()
     }
 
-    /// An iterator of `(topic, type, cdr_bytes, log_time_ns, publish_time_ns)`.
+    /// An iterator of `(topic, type, message, log_time_ns, publish_time_ns)`,
+    /// `message` a [`BagMessage`].
     fn messages(&self) -> BagMessages {
         BagMessages { inner: Mutex::new(self.reader.clone().into_messages()) }
     }
@@ -71,15 +73,45 @@ impl BagMessages {
         slf
     }
 
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<MessageRow<'py>>> {
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<MessageRow>> {
         let next = py.detach(|| self.inner.lock().unwrap_or_else(|p| p.into_inner()).next());
         match next {
             None => Ok(None),
             Some(Err(e)) => Err(bag_error(e)),
             Some(Ok(m)) => {
-                Ok(Some((m.topic, m.type_name, PyBytes::new(py, &m.data), m.log_time_ns, m.publish_time_ns)))
+                let (topic, type_name, log, publish) =
+                    (m.topic.clone(), m.type_name.clone(), m.log_time_ns, m.publish_time_ns);
+                Ok(Some((topic, type_name, BagMessage { message: m }, log, publish)))
             }
         }
+    }
+}
+
+/// One message of a bag, as the reader found it: in the file's memory where
+/// its chunk is uncompressed.
+#[pyclass(module = "freight._native", frozen)]
+pub struct BagMessage {
+    message: freight_bag::Message,
+}
+
+#[pymethods]
+impl BagMessage {
+    /// The CDR bytes (a copy).
+    fn cdr<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.message.data)
+    }
+
+    /// Whether the bytes are the file's memory (an uncompressed chunk).
+    #[getter]
+    fn mapped(&self) -> bool {
+        self.message.data.is_mapped()
+    }
+
+    /// The message as an instance of `cls` (a freight message class); its
+    /// arrays are read-only numpy views over the file's memory where the
+    /// chunk is uncompressed and the elements are aligned.
+    fn decode(&self, py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<Py<PyAny>> {
+        endpoints_of(cls)?.from_bag(py, &self.message)
     }
 }
 

@@ -132,7 +132,7 @@ fn qos_from(t: QosTuple) -> PyResult<QoS> {
     Ok(qos.with_max_blocking_time(StdDuration::from_secs_f64(blocking)))
 }
 
-fn endpoints_of(msg_type: &Bound<'_, PyType>) -> PyResult<&'static dyn Endpoints> {
+pub(crate) fn endpoints_of(msg_type: &Bound<'_, PyType>) -> PyResult<&'static dyn Endpoints> {
     messages::typed(msg_type).ok_or_else(|| {
         PyTypeError::new_err(format!(
             "{} is not a freight message class; freight's Python messages are {}",
@@ -213,8 +213,12 @@ impl Node {
     }
 }
 
-/// Creates the endpoints of one message type.
+/// What the Rust type behind a Python message class does: create endpoints,
+/// and decode a bag's message.
 pub(crate) trait Endpoints: Sync {
+    /// The Python message of a bag's message, its buffer fields viewing the
+    /// file's memory where they can (see `freight_bag::Message::decode`).
+    fn from_bag(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>>;
     fn publisher(
         &self,
         node: &RustNode,
@@ -239,6 +243,13 @@ impl<M> Typed<M> {
 }
 
 impl<M: PyMessage> Endpoints for Typed<M> {
+    fn from_bag(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>> {
+        let message: M = py.detach(|| m.decode()).map_err(|e| {
+            error(Kind::Malformed, format!("{} on {} is not a {}: {e}", m.type_name, m.topic, M::TYPE_NAME))
+        })?;
+        Ok(Py::new(py, message.read_fields(py)?)?.into_any())
+    }
+
     fn publisher(
         &self,
         node: &RustNode,

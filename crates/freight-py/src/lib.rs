@@ -37,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::DeviceArray>()?;
     m.add_class::<bag::BagReader>()?;
     m.add_class::<bag::BagMessages>()?;
+    m.add_class::<bag::BagMessage>()?;
     m.add_class::<bag::BagWriter>()?;
     m.add_function(wrap_pyfunction!(endpoints::wait, m)?)?;
     m.add_function(wrap_pyfunction!(graph::topic_names_and_types, m)?)?;
