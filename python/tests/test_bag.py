@@ -425,7 +425,8 @@ def test_a_recorder_killed_mid_stream_leaves_a_bag_that_reindex_makes_whole(tmp_
 
 def rosbags_image_bag(path, topic, count, width, height, version):
     """A bag written by rosbags' own rosbag2 writer (MCAP storage): ``count``
-    pattern images 100 ms apart, offered reliable and volatile."""
+    pattern images 100 ms apart, offered reliable and volatile. Returns the
+    first one's receive time (ns)."""
     qos = Qos(
         history=QosHistory.KEEP_LAST,
         depth=10,
@@ -446,6 +447,7 @@ def rosbags_image_bag(path, topic, count, width, height, version):
             writer.write(conn, start + k * 100_000_000, JAZZY.serialize_cdr(pattern_image(k, width, height), IMAGE))
     finally:
         writer.close()
+    return start
 
 
 def received(sub, count):
@@ -497,6 +499,59 @@ def test_a_bag_written_by_rosbags_plays_to_a_freight_and_a_stock_subscriber(tmp_
             )
             for sub in children[:2]:
                 assert received(sub, count) == {k: (width, height, width * height * 4) for k in range(count)}, sub.name
+    finally:
+        for child in children:
+            child.close()
+        remove_dead_fastdds_segments(started)
+
+
+def clock_times(child, until_ns):
+    """The times a clock peer printed until one reached ``until_ns`` (or it
+    stopped printing)."""
+    times = []
+    while not times or times[-1] < until_ns:
+        try:
+            times.append(int(child.expect("TIME", timeout=EVENT)[1]))
+        except AssertionError:
+            break
+    return times
+
+
+def test_play_clock_drives_a_stock_node_on_sim_time_and_a_freight_subscriber(tmp_path):
+    why = netns.unavailable()
+    if why:
+        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
+    stock_python = REPO / ".venv-ros-jazzy" / "bin" / "python"
+    if not stock_python.exists():
+        pytest.fail(f"stock ROS 2 jazzy is not installed ({stock_python} is missing): run scripts/install-deps.sh")
+    bag = tmp_path / "clocked"
+    # Ten messages over 0.9 s of recorded time; played at half speed: 1.8 s.
+    start = rosbags_image_bag(bag, new_topic("clock"), 10, 32, 24, 8)
+    end = start + 900_000_000
+    started = time.time()
+    children = []
+    try:
+        with netns.host() as ns:
+            for stack, python in (("freight", sys.executable), ("stock", stock_python)):
+                argv = netns.argv(ns, [python, Path(__file__).parent / "peers" / "clock_peer.py", stack])
+                children.append(Child(argv, clean_env=True, name=f"{stack}-clock"))
+                children[-1].expect("READY", timeout=START)
+            play = Child(
+                netns.argv(ns, [FREIGHT_BIN, "bag", "play", bag, "--delay", 2, "--rate", 0.5, "--clock", 50]),
+                clean_env=True,
+                name="freight bag play",
+            )
+            children.append(play)
+            assert play.wait(timeout=EVENT) == 0, play.transcript()
+            for child in children[:2]:
+                # rclpy's clock reads 0 until the first /clock message.
+                times = [t for t in clock_times(child, end - 50_000_000) if t != 0]
+                where = f"{child.name}: {times}{child.transcript()}"
+                assert all(start <= t <= end for t in times), where
+                assert times == sorted(times), where
+                # 50 Hz over 1.8 s of playing, each tick 10 ms of bag time:
+                # most of them reach even a best-effort subscriber.
+                assert len(times) >= 40 and times[-1] >= end - 50_000_000, where
     finally:
         for child in children:
             child.close()

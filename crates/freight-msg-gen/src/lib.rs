@@ -167,15 +167,15 @@ pub fn load_package(dir: &Path) -> Result<Package, GenError> {
 /// The packages of messages of [`shipped_interfaces_dir`], which
 /// `freight_msg::msgs` holds (and Python's `freight.msgs`).
 pub const BUILT_IN_PACKAGES: &[&str] =
-    &["builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "tensor_msgs"];
+    &["builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "rosgraph_msgs", "tensor_msgs"];
 
 /// The packages of services of [`shipped_interfaces_dir`], which
 /// `freight_msg::msgs` holds too (and Python's `freight.msgs`).
 pub const BUILT_IN_SERVICE_PACKAGES: &[&str] = &["std_srvs"];
 
 /// The `interfaces/` directory of the `.msg` definitions freight ships
-/// (`builtin_interfaces`, `std_msgs`, `sensor_msgs`, `geometry_msgs` as in
-/// ROS 2 Humble, and freight's own `tensor_msgs`).
+/// (`builtin_interfaces`, `std_msgs`, `sensor_msgs`, `geometry_msgs`,
+/// `rosgraph_msgs` as in ROS 2 Humble, and freight's own `tensor_msgs`).
 pub fn shipped_interfaces_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..").join("interfaces")
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use freight::{Durability, Message, Node, Publisher, QoS, Reliability};
 use freight_bag::{OfferedQos, Reader, Schema};
+use freight_msg::msgs::builtin_interfaces::Time;
+use freight_msg::msgs::rosgraph_msgs::Clock;
 
 use crate::stop;
 
@@ -20,6 +22,10 @@ shared memory, stock ROS 2 nodes through the network plane. Bags written by `ros
 
 Copies per byte: the bag's chunk is read into memory, decoded into the message (its large fields
 in heap memory) and copied into the shared-memory frame.
+
+With --clock, it also publishes the bag's time on /clock (rosgraph_msgs/msg/Clock, best effort,
+keep last 1, as rclcpp's ClockQoS) at the given rate (40 Hz if no rate is given): nodes with
+use_sim_time follow the recording's clock, at --rate, as with `ros2 bag play --clock`.
 
 At the end it prints how late each message went out against its recorded offset (p50, p99).
 A topic whose type hash in the bag differs from freight's definition of its type is refused:
@@ -45,6 +51,10 @@ pub struct PlayArgs {
     /// Wait this long after creating the publishers, for subscribers to match.
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
     pub delay: f64,
+    /// Publish the bag's time on /clock, HZ times a second (default 40), for
+    /// nodes with use_sim_time.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "40", value_parser = positive)]
+    pub clock: Option<f64>,
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     pub domain: Option<u32>,
@@ -123,6 +133,7 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
     if !stop::sleep(Duration::from_secs_f64(args.delay.max(0.0))) {
         return Ok(());
     }
+    let mut clock = args.clock.map(|hz| SimClock::new(&node, hz)).transpose()?;
     let offset_ns = (args.start_offset.max(0.0) * 1e9) as u64;
     let mut lateness: Vec<Duration> = Vec::new();
     let mut played = 0u64;
@@ -142,7 +153,13 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
                 continue;
             }
             let target = pass_start + Duration::from_secs_f64((since - offset_ns) as f64 / 1e9 / args.rate);
-            if !stop::sleep(target.saturating_duration_since(Instant::now())) {
+            let waited = match &mut clock {
+                Some(c) => c.tick_until(target, |now| {
+                    t0 + offset_ns + (now.saturating_duration_since(pass_start).as_secs_f64() * args.rate * 1e9) as u64
+                }),
+                None => stop::sleep(target.saturating_duration_since(Instant::now())),
+            };
+            if !waited {
                 break 'passes;
             }
             lateness.push(Instant::now().saturating_duration_since(target));
@@ -166,6 +183,50 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
         pct(0.99).as_micros()
     );
     Ok(())
+}
+
+/// The bag's time on `/clock`, published at a fixed rate while the player
+/// waits for its next message.
+struct SimClock {
+    publisher: Publisher<Clock>,
+    period: Duration,
+    next: Instant,
+}
+
+impl SimClock {
+    fn new(node: &Node, hz: f64) -> Result<SimClock, String> {
+        // rclcpp's ClockQoS and rclpy's time source: best effort, depth 1.
+        let qos = QoS { reliability: Reliability::BestEffort, ..QoS::keep_last(1) };
+        let publisher = node.create_publisher::<Clock>("/clock", qos).map_err(|e| format!("/clock: {e}"))?;
+        Ok(SimClock { publisher, period: Duration::from_secs_f64(1.0 / hz), next: Instant::now() })
+    }
+
+    /// Sleeps until `target`, publishing `bag_time(now)` (ns since the epoch)
+    /// at each tick on the way; false if a stop was requested.
+    fn tick_until(&mut self, target: Instant, bag_time: impl Fn(Instant) -> u64) -> bool {
+        loop {
+            let now = Instant::now();
+            if self.next <= now {
+                let ns = bag_time(now);
+                let clock = Time {
+                    sec: i32::try_from(ns / 1_000_000_000).unwrap_or(i32::MAX),
+                    nanosec: (ns % 1_000_000_000) as u32,
+                };
+                if let Err(e) = self.publisher.publish_copy(&Clock { clock }) {
+                    eprintln!("warning: /clock not published: {e}");
+                }
+                // Ticks missed while a message went out are not made up for.
+                let due = self.next + self.period;
+                self.next = if due > now { due } else { now + self.period };
+            }
+            if target <= now {
+                return true;
+            }
+            if !stop::sleep(target.min(self.next).saturating_duration_since(now)) {
+                return false;
+            }
+        }
+    }
 }
 
 /// A publisher of `type_name` (one of the built-in types) on `topic`.

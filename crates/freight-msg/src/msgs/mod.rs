@@ -3,7 +3,7 @@
 //! They are generated at build time by `freight-msg-gen` from the `.msg` files
 //! in the workspace's `interfaces/` directory, the one definition each type has
 //! (the Python classes and stubs are generated from the same files). ROS 2's
-//! `builtin_interfaces`, `std_msgs`, `sensor_msgs` and `geometry_msgs` match
+//! `builtin_interfaces`, `std_msgs`, `sensor_msgs`, `geometry_msgs` and `rosgraph_msgs` match
 //! ROS 2 Humble field by field, and so do the services of `std_srvs` (Rust
 //! only for now); `tensor_msgs` is freight's own.
 //!
@@ -71,6 +71,12 @@ pub mod std_srvs {
 /// `sensor_msgs`: images, point clouds, IMU, laser scans, joint states.
 pub mod sensor_msgs {
     pub use super::generated::sensor_msgs::msg::*;
+}
+
+/// `rosgraph_msgs`: `Clock`, the time a bag player or a simulator publishes on
+/// `/clock` for nodes that run on `use_sim_time`.
+pub mod rosgraph_msgs {
+    pub use super::generated::rosgraph_msgs::msg::*;
 }
 
 /// `tensor_msgs`: an n-dimensional tensor described the DLPack way, with the
