@@ -338,6 +338,74 @@ def test_a_recording_reads_back_byte_exact_in_rosbags_and_the_mcap_tools(tmp_pat
     assert f"Topic: {cam} | Type: {IMAGE} | Count: {frames} | Serialization Format: cdr" in out, out
 
 
+def test_a_recorder_whose_topics_pause_for_seconds_keeps_recording_and_stops_on_ctrl_c(tmp_path):
+    # A pause longer than the writer's flush period once deadlocked the writer
+    # thread (it took the bag's lock twice) and, with it, the status line and
+    # Ctrl-C.
+    cam = new_topic("pause")
+    bag = tmp_path / "paused"
+    with image_publisher(cam) as pub, start_recorder(bag, [cam]) as rec:
+        stream(pub, 3, 20, 64, 48)
+        time.sleep(2.5)
+        stream(pub, 3, 20, 64, 48, first=3)
+        time.sleep(0.5)
+        status = stop_recorder(rec)
+        assert status == 0, f"exit status {status}{rec.transcript()}"
+    assert sorted(image_frames(read_rosbags(bag), cam, 64, 48)) == list(range(6))
+
+
+@pytest.mark.parametrize("distro", ["jazzy", "kilted"])
+def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_path, distro):
+    why = netns.unavailable()
+    if why:
+        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
+    stock_python = REPO / f".venv-ros-{distro}" / "bin" / "python"
+    if not stock_python.exists():
+        pytest.fail(f"stock ROS 2 {distro} is not installed ({stock_python} is missing): run scripts/install-deps.sh")
+    cam = new_topic("stock")
+    bag = tmp_path / "from_stock"
+    frames, width, height = 12, 640, 480
+    started = time.time()
+    children = []
+    try:
+        with netns.host() as ns:
+            # Nothing configured on either side: no DDS XML, no ROS_*.
+            pub = Child(
+                netns.argv(ns, [stock_python, Path(__file__).parent / "peers" / "ros2_peer.py", "stock", "pub", "image", cam]),
+                clean_env=True,
+                name="stock-pub",
+            )
+            children.append(pub)
+            pub.expect("READY", timeout=START)
+            rec = Child(
+                netns.argv(ns, [FREIGHT_BIN, "bag", "record", "-o", bag, cam]),
+                clean_env=True,
+                sigint_default=True,
+                name="freight bag record",
+            )
+            children.append(rec)
+            wait_stderr(rec, f"recording {cam} [", timeout=START)
+            stream(pub, frames, 10, width, height)
+            time.sleep(1.0)  # the last frames on their way through DDS
+            status = stop_recorder(rec)
+            assert status == 0, f"exit status {status}{rec.transcript()}"
+            out = "\n".join(rec.stdout)
+            assert f"recorded {frames} messages on 1 topics into {bag} (1 file)" in out, rec.transcript()
+    finally:
+        for child in children:
+            child.close()
+        remove_dead_fastdds_segments(started)
+    # What rosbags decodes with Jazzy's definitions is every frame, byte exact,
+    # and the QoS recorded is what the stock publisher offered (rclpy's
+    # default: reliable, volatile).
+    messages = read_rosbags(bag)
+    assert sorted(image_frames(messages, cam, width, height)) == list(range(frames))
+    topics = metadata(bag)["topics_with_message_count"]
+    assert len(topics) == 1 and topics[0]["message_count"] == frames
+    qos = topics[0]["topic_metadata"]["offered_qos_profiles"]
+    assert "reliability: 1" in qos and "durability: 2" in qos, qos
+
+
 def test_five_splits_lose_no_message_and_metadata_lists_every_file(tmp_path):
     topic = new_topic("split")
     bag = tmp_path / "split"

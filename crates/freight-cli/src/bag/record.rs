@@ -329,9 +329,7 @@ fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
     let mut last_flush = Instant::now();
     let mut unflushed = false;
     loop {
-        let next = cache.pop(FLUSH_PERIOD);
-        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
-        let result = match next {
+        let result = match cache.pop(FLUSH_PERIOD) {
             Ok(m) => {
                 let record = Record {
                     data: &m.data,
@@ -339,8 +337,9 @@ fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
                     publish_time_ns: m.publish_time_ns,
                     sequence: m.sequence,
                 };
-                let written = w.write(m.topic, &record);
-                drop(w);
+                // Held for this write only: the flush below and the status
+                // line take the lock too.
+                let written = writer.lock().unwrap_or_else(|p| p.into_inner()).write(m.topic, &record);
                 cache.recycle(m.data);
                 unflushed = true;
                 written
