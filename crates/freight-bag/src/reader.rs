@@ -339,7 +339,7 @@ fn read_chunk(
 /// The record at the start of `bytes` (opcode, body) and what follows it:
 /// MCAP's framing, an opcode byte and a little-endian u64 length. `None` when
 /// the length runs past `bytes`.
-fn record_at(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn record_at(bytes: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&op, rest) = bytes.split_first()?;
     let (len, rest) = rest.split_first_chunk::<8>()?;
     let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;

@@ -324,3 +324,39 @@ fn decompressed_and_unaligned_arrays_are_copies_with_the_same_values() {
     // The wrong type is an error, not a crash.
     assert!(read[1].decode::<Image>().is_err());
 }
+
+#[test]
+fn reindex_leaves_out_a_damaged_chunk_and_keeps_every_message_after_it() {
+    for compression in [Compression::None, Compression::Zstd] {
+        let dir = PrivateDir::new("freight-bag");
+        let bag = dir.path().join("damaged");
+        record(&bag, WriterOptions { chunk_size: 8192, compression, ..WriterOptions::default() }, 60, 4000);
+        let file = bag.join("damaged_0.mcap");
+        let mut bytes = fs::read(&file).unwrap();
+        // One byte in the middle of the data section: inside some chunk's
+        // messages (or, compressed, its stream).
+        let middle = bytes.len() / 3;
+        bytes[middle] ^= 0x01;
+        fs::write(&file, &bytes).unwrap();
+        let err = Reader::open(&bag).unwrap().messages().find_map(Result::err).expect("the damage is found");
+        assert!(err.to_string().contains("damaged_0.mcap"), "{err}");
+
+        let report = reindex(&bag).unwrap();
+        assert!(report[0].rewritten, "{compression:?}");
+        assert_eq!(report[0].damaged_chunks, 1, "{compression:?}");
+        let kept: Vec<_> = Reader::open(&bag).unwrap().messages().map(Result::unwrap).collect();
+        // The damaged chunk held a few messages; all the others, those after
+        // it included, are back, byte for byte and in order.
+        assert!(kept.len() >= 55 && kept.len() < 60, "{compression:?}: kept {}", kept.len());
+        assert_eq!(kept.last().unwrap().sequence, 59);
+        let mut previous = None;
+        for m in &kept {
+            let k = u64::from(m.sequence);
+            assert_eq!(m.data, payload((k % 3) as usize, k, 4000), "message {k}");
+            assert!(previous < Some(k));
+            previous = Some(k);
+        }
+        assert_eq!(Reader::open(&bag).unwrap().recorded_metadata().unwrap().message_count(), kept.len() as u64);
+        assert!(!reindex(&bag).unwrap()[0].rewritten, "a second reindex changes nothing");
+    }
+}

@@ -42,7 +42,10 @@ pub fn run(cmd: &BagCommand) -> Result<ExitCode, String> {
         BagCommand::Reindex { bag } => {
             for f in freight_bag::reindex(bag).map_err(|e| e.to_string())? {
                 let what = if f.rewritten {
-                    format!("rewritten, {} bytes at its end held no complete record", f.dropped_bytes)
+                    format!(
+                        "rewritten, {} damaged chunks left out, {} bytes at its end held no complete record",
+                        f.damaged_chunks, f.dropped_bytes
+                    )
                 } else {
                     "complete, left as it was".to_string()
                 };
