@@ -105,7 +105,7 @@ fn rewrite(path: &Path) -> Result<(u64, u64, u64), BagError> {
         let mut copy = Copy::default();
         // A file cut inside its magic has nothing to keep: it becomes an
         // empty, valid file.
-        let mut rest = bytes.strip_prefix(&mcap::MAGIC[..]).unwrap_or_default();
+        let mut rest = bytes.strip_prefix(mcap::MAGIC).unwrap_or_default();
         let mut end = if rest.is_empty() { 0 } else { mcap::MAGIC.len() };
         while let Some((op, body, after)) = record_at(rest) {
             if op == op::DATA_END || op == op::FOOTER {

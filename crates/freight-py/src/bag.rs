@@ -111,7 +111,7 @@ impl BagMessage {
     /// arrays are read-only numpy views over the file's memory where the
     /// chunk is uncompressed and the elements are aligned.
     fn decode(&self, py: Python<'_>, cls: &Bound<'_, PyType>) -> PyResult<Py<PyAny>> {
-        endpoints_of(cls)?.from_bag(py, &self.message)
+        endpoints_of(cls)?.decode_bag_message(py, &self.message)
     }
 }
 

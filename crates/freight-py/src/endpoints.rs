@@ -218,7 +218,7 @@ impl Node {
 pub(crate) trait Endpoints: Sync {
     /// The Python message of a bag's message, its buffer fields viewing the
     /// file's memory where they can (see `freight_bag::Message::decode`).
-    fn from_bag(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>>;
+    fn decode_bag_message(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>>;
     fn publisher(
         &self,
         node: &RustNode,
@@ -243,7 +243,7 @@ impl<M> Typed<M> {
 }
 
 impl<M: PyMessage> Endpoints for Typed<M> {
-    fn from_bag(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>> {
+    fn decode_bag_message(&self, py: Python<'_>, m: &freight_bag::Message) -> PyResult<Py<PyAny>> {
         let message: M = py.detach(|| m.decode()).map_err(|e| {
             error(Kind::Malformed, format!("{} on {} is not a {}: {e}", m.type_name, m.topic, M::TYPE_NAME))
         })?;
