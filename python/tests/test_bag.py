@@ -103,6 +103,19 @@ def wait_stderr(child, text, timeout=EVENT):
     raise AssertionError(f"{child.name}: no {text!r} on stderr within {timeout} s{child.transcript()}")
 
 
+def stock_interpreter(distro):
+    """The stock ROS 2 ``distro`` interpreter, for a test whose nodes run in a
+    private network namespace: skips (saying why) where namespaces cannot be
+    made, fails where the install step did not install that distro."""
+    why = netns.unavailable()
+    if why:
+        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
+    python = REPO / f".venv-ros-{distro}" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"stock ROS 2 {distro} is not installed ({python} is missing): run scripts/install-deps.sh")
+    return python
+
+
 def start_recorder(bag, topics, *options):
     """`freight bag record -o bag topics...`, once it has subscribed to each topic
     (it does once a publisher exists)."""
@@ -356,12 +369,7 @@ def test_a_recorder_whose_topics_pause_for_seconds_keeps_recording_and_stops_on_
 
 @pytest.mark.parametrize("distro", ["jazzy", "kilted"])
 def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_path, distro):
-    why = netns.unavailable()
-    if why:
-        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
-    stock_python = REPO / f".venv-ros-{distro}" / "bin" / "python"
-    if not stock_python.exists():
-        pytest.fail(f"stock ROS 2 {distro} is not installed ({stock_python} is missing): run scripts/install-deps.sh")
+    stock_python = stock_interpreter(distro)
     cam = new_topic("stock")
     bag = tmp_path / "from_stock"
     frames, width, height = 12, 640, 480
@@ -536,12 +544,7 @@ def received(sub, count):
 
 @pytest.mark.parametrize(("distro", "version"), [("jazzy", 8), ("kilted", 9)])
 def test_a_bag_written_by_rosbags_plays_to_a_freight_and_a_stock_subscriber(tmp_path, distro, version):
-    why = netns.unavailable()
-    if why:
-        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
-    stock_python = REPO / f".venv-ros-{distro}" / "bin" / "python"
-    if not stock_python.exists():
-        pytest.fail(f"stock ROS 2 {distro} is not installed ({stock_python} is missing): run scripts/install-deps.sh")
+    stock_python = stock_interpreter(distro)
     topic = new_topic("play")
     bag = tmp_path / "from_rosbags"
     count, width, height = 10, 320, 240
@@ -586,12 +589,7 @@ def clock_times(child, until_ns):
 
 
 def test_play_clock_drives_a_stock_node_on_sim_time_and_a_freight_subscriber(tmp_path):
-    why = netns.unavailable()
-    if why:
-        pytest.skip(f"stock ROS 2 nodes run in private network namespaces: {why}")
-    stock_python = REPO / ".venv-ros-jazzy" / "bin" / "python"
-    if not stock_python.exists():
-        pytest.fail(f"stock ROS 2 jazzy is not installed ({stock_python} is missing): run scripts/install-deps.sh")
+    stock_python = stock_interpreter("jazzy")
     bag = tmp_path / "clocked"
     # Ten messages over 0.9 s of recorded time; played at half speed: 1.8 s.
     start = rosbags_image_bag(bag, new_topic("clock"), 10, 32, 24, 8)
