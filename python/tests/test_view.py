@@ -209,6 +209,39 @@ def test_a_foxglove_client_gets_images_and_strings_that_decode_against_the_adver
         view.close()
 
 
+def test_all_serves_a_topic_that_appears_after_the_client_connected(pub_node):
+    late = new_topic("late")
+    view = View([], "--all")
+    try:
+        client = Client(view.url)
+        try:
+            client.recv(EVENT)  # serverInfo
+            strings = pub_node.create_publisher(String, late, 10)
+            (channel,) = client.wait_advertised([late])
+            assert channel["schemaName"] == STRING
+            sub_id, decode = client.subscribe(channel), decoder(channel)
+            got = set()
+            deadline = time.monotonic() + EVENT
+            k = 0
+            while len(got) < 3:
+                assert time.monotonic() < deadline, f"got {sorted(got)} of the late topic"
+                strings.publish(String(data=f"late {k}"))
+                k += 1
+                try:
+                    frame = client.recv(0.05)
+                except TimeoutError:
+                    continue
+                if frame[0] == "data" and frame[1] == sub_id:
+                    got.add(decode(frame[3]).data)
+            assert all(re.fullmatch(r"late \d+", s) for s in got), got
+        finally:
+            client.close()
+        status, _ = view.stop()
+        assert status == 0, view.child.transcript()
+    finally:
+        view.close()
+
+
 def publish_at(pub, rate, seconds, width, height):
     """Publishes images at ``rate`` Hz for ``seconds``: (published, slowest publish in s)."""
     period, start = 1.0 / rate, time.monotonic()
