@@ -282,8 +282,9 @@ wait and size. Process transports only: shm-loan, shm-copy, iceoryx2.")]
     /// freight's Python API (needs root).
     #[command(long_about = PAUSED_ABOUT)]
     Paused(bench::PausedArgs),
-    /// `freight bag record` against the disk: the highest rate recorded with nothing lost, as a
-    /// fraction of the disk's sustained write rate.
+    /// `freight bag record` against the disk, beside stock rclpy writing with the `mcap` Python
+    /// writer: the highest rate each records with nothing lost, as a fraction of the disk's
+    /// sustained write rate (the baseline needs root and .venv-ros-jazzy).
     Record(bench::RecordBenchArgs),
     /// A chaos soak: kill, stop and restart processes while checking every message (needs
     /// root).
@@ -442,7 +443,7 @@ fn main() -> ExitCode {
         }
         Command::Bench(BenchCommand::Ros2(args)) => bench::run_ros2(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Paused(args)) => bench::run_paused(&args).map_err(|e| e.to_string()),
-        Command::Bench(BenchCommand::Record(args)) => bench::run_record(&args).map(|()| ExitCode::SUCCESS),
+        Command::Bench(BenchCommand::Record(args)) => bench::run_record(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::Ros2Peer(args)) => return bench::run_ros2_peer(&args),
         Command::Bench(BenchCommand::Soak(args)) => bench::run_soak(&args).map_err(|e| e.to_string()),
         Command::Bench(BenchCommand::SoakWorker(args)) => return bench::run_soak_worker(&args),
