@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::super::ros2::STOCK_ENV_REMOVED;
 use super::super::sys::run_bounded;
 use super::super::BenchError;
-use super::{dies_with_this_process, finish_within, Recorder, Row, Stream, TOPIC};
+use super::{dies_with_this_process, finish_within, Recorder, Row, Stream, KEEP_ALIVE_S, TOPIC};
 
 /// The stock side, embedded: stock rclpy and `mcap` only.
 pub const SCRIPT: &str = include_str!("rclpy_mcap.py");
@@ -120,6 +120,7 @@ impl Baseline {
         let recorder = recorder.spawn().map_err(|e| format!("starting the stock recorder: {e}"))?;
         let mut publisher = self.command(&["pub", TOPIC, stream.stock_kind()]);
         publisher.args(stream.stock_dims()).args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
+        publisher.args(["--keep-alive", &KEEP_ALIVE_S.to_string()]);
         dies_with_this_process(&mut publisher);
         let started = Instant::now();
         let published = run_bounded(publisher, limit);

@@ -48,6 +48,10 @@ use crate::stop;
 use baseline::Baseline;
 
 const TOPIC: &str = "/freight_bench_record";
+/// Seconds each publisher stays after its last message (`freight topic pub --keep-alive`,
+/// its default; the stock one the same, after its acks): the recorders' rates count from
+/// their first message until synced, so both get their signal as long after the last one.
+const KEEP_ALIVE_S: f64 = 1.0;
 
 /// A stream of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -396,6 +400,8 @@ fn one_row(
         &count.to_string(),
         "--wait-for-subscribers",
         "1",
+        "--keep-alive",
+        &KEEP_ALIVE_S.to_string(),
     ]);
     dies_with_this_process(&mut publisher);
     let started = Instant::now();

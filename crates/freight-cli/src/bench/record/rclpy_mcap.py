@@ -2,6 +2,7 @@
 nothing of freight.
 
     python rclpy_mcap.py pub TOPIC (image WIDTH HEIGHT | array BYTES) --rate HZ --count N
+                         --keep-alive SECS
     python rclpy_mcap.py rec TOPIC (image | array) OUT.mcap SCHEMA_FILE
     python rclpy_mcap.py probe
 
@@ -23,8 +24,10 @@ namespace.
   profile (`create_publisher(Type, topic, 10)`, the QoS of `freight topic pub`'s rows).
   Only the sequence number k changes: header.stamp.sec for an image, the first 8 bytes of
   data (little-endian) for an array. It then waits (at most 60 s) until the recorder has
-  acknowledged every message, and prints `SENT {"published": n, "seconds": s,
-  "all_acked": bool}` (s: from the first publish to the last).
+  acknowledged every message, and at least --keep-alive seconds after its last publish (as
+  `freight topic pub --keep-alive` does: both recorders get their signal as long after the
+  last message), and prints `SENT {"published": n, "seconds": s, "all_acked": bool}` (s:
+  from the first publish to the last).
 * `rec` records until SIGINT or SIGTERM, then takes what is still delivered (the publisher
   has had every message acknowledged by then: it is in the reader's queue) until 0.05 s
   pass without a message, finishes the file, flushes and fsyncs it, and prints
@@ -96,7 +99,7 @@ def sequence_of(raw):
     return struct.unpack_from("<Q", raw, 16)[0]
 
 
-def publish(topic, dims, rate, count):
+def publish(topic, dims, rate, count, keep_alive):
     from array import array
 
     import rclpy
@@ -130,10 +133,12 @@ def publish(topic, dims, rate, count):
         else:
             msg.data[0:8] = array("B", k.to_bytes(8, "little"))
         publisher.publish(msg)
-    seconds = time.monotonic() - start
+    last = time.monotonic()
+    seconds = last - start
     # A reliable writer drops what the reader has not acknowledged when its node goes: stay
     # until every message is acknowledged, as `freight topic pub` lets its queue drain.
     acked = publisher.wait_for_all_acked(Duration(seconds=ACK_LIMIT_S))
+    time.sleep(max(0.0, last + keep_alive - time.monotonic()))
     print("SENT " + json.dumps({"published": count, "seconds": seconds, "all_acked": acked}), flush=True)
     node.destroy_node()
     rclpy.shutdown()
@@ -212,6 +217,7 @@ def mcap_version():
 def main(argv):
     global KIND
     if argv[:1] == ["probe"]:
+        import mcap.writer  # noqa: F401
         import rclpy  # noqa: F401
         from rclpy.utilities import get_rmw_implementation_identifier
 
@@ -224,13 +230,14 @@ def main(argv):
     if role == "pub":
         rate = take_option(rest, "--rate", float)
         count = take_option(rest, "--count", int)
+        keep_alive = take_option(rest, "--keep-alive", float)
         try:
             dims = [int(d) for d in rest]
         except ValueError:
             fail(f"dimensions must be numbers, not {rest}")
         if len(dims) != (2 if KIND == "image" else 1) or rate <= 0:
             fail(f"{KIND} takes {'WIDTH HEIGHT' if KIND == 'image' else 'BYTES'} and a positive --rate")
-        publish(topic, dims, rate, count)
+        publish(topic, dims, rate, count, keep_alive)
     elif role == "rec":
         if len(rest) != 2:
             fail("rec takes OUT.mcap SCHEMA_FILE")
