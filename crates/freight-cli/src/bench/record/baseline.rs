@@ -19,7 +19,7 @@ use serde::Deserialize;
 use super::super::ros2::STOCK_ENV_REMOVED;
 use super::super::sys::run_bounded;
 use super::super::BenchError;
-use super::{dies_with_this_process, finish_within, Recorder, Row, Stream, KEEP_ALIVE_S, TOPIC};
+use super::{dies_with_this_process, finish_within, Recorder, Row, Stream, KEEP_ALIVE_S};
 
 /// The stock side, embedded: stock rclpy and `mcap` only.
 pub const SCRIPT: &str = include_str!("rclpy_mcap.py");
@@ -114,11 +114,12 @@ impl Baseline {
         // The publisher's own waits (60 s for a match, 60 s for the acks) and the row itself.
         let limit = Duration::from_secs_f64(seconds * 3.0 + 150.0);
         let (path, schema) = (bag.to_string_lossy(), schema_path(&self.work, stream));
-        let mut recorder = self.command(&["rec", TOPIC, stream.stock_kind(), &path, &schema.to_string_lossy()]);
+        let mut recorder =
+            self.command(&["rec", super::topic(), stream.stock_kind(), &path, &schema.to_string_lossy()]);
         recorder.stdout(Stdio::piped()).stderr(Stdio::piped());
         dies_with_this_process(&mut recorder);
         let recorder = recorder.spawn().map_err(|e| format!("starting the stock recorder: {e}"))?;
-        let mut publisher = self.command(&["pub", TOPIC, stream.stock_kind()]);
+        let mut publisher = self.command(&["pub", super::topic(), stream.stock_kind()]);
         publisher.args(stream.stock_dims()).args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
         publisher.args(["--keep-alive", &KEEP_ALIVE_S.to_string()]);
         dies_with_this_process(&mut publisher);

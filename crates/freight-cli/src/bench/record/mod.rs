@@ -47,7 +47,12 @@ use super::BenchError;
 use crate::stop;
 use baseline::Baseline;
 
-const TOPIC: &str = "/freight_bench_record";
+/// The benchmark's topic, one per run: shared memory is the host's, so two
+/// runs at once (two tests) would otherwise record each other's messages.
+fn topic() -> &'static str {
+    static TOPIC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOPIC.get_or_init(|| format!("/freight_bench_record_{}", std::process::id()))
+}
 /// Seconds each publisher stays after its last message (`freight topic pub --keep-alive`,
 /// its default; the stock one the same, after its acks): the recorders' rates count from
 /// their first message until synced, so both get their signal as long after the last one.
@@ -385,7 +390,7 @@ fn one_row(
     let limit = Duration::from_secs_f64(args.seconds * 3.0 + 60.0);
     let mut recorder = Command::new(exe);
     recorder
-        .args(["bag", "record", TOPIC, "-o"])
+        .args(["bag", "record", topic(), "-o"])
         .arg(&bag)
         .args(["--max-cache-size", &args.max_cache_size.to_string()])
         .stdout(Stdio::piped())
@@ -393,7 +398,7 @@ fn one_row(
     dies_with_this_process(&mut recorder);
     let recorder = recorder.spawn().map_err(|e| format!("starting the recorder: {e}"))?;
     let mut publisher = Command::new(exe);
-    publisher.args(["topic", "pub", TOPIC, stream.type_name()]).args(stream.publisher_args()).args([
+    publisher.args(["topic", "pub", topic(), stream.type_name()]).args(stream.publisher_args()).args([
         "--rate",
         &rate.to_string(),
         "--count",
@@ -430,7 +435,7 @@ fn one_row(
     })?;
     let lost = rec_text
         .lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{TOPIC}: ")))
+        .find_map(|l| l.trim().strip_prefix(&format!("{}: ", topic())))
         .and_then(|l| l.split(", ").find_map(|p| p.strip_suffix(" lost")?.parse::<u64>().ok()));
     let cpu =
         rec_text.lines().find_map(|l| l.trim().strip_prefix("recorder: ")?.split(' ').next()?.parse::<f64>().ok());
