@@ -234,7 +234,7 @@ impl Iterator for Messages<'_> {
             };
             let step = match source {
                 Source::Stream(stream) => match stream.next() {
-                    Some(Ok(m)) => return Some(Ok(message(&m.channel, &m, Bytes::from_file(map, m.data.clone())))),
+                    Some(Ok(m)) => return Some(Ok(from_crate(map, m))),
                     Some(Err(e)) => Err(truncation_hint(path, e)),
                     None => Ok(false),
                 },
@@ -266,15 +266,22 @@ impl Iterator for Messages<'_> {
 }
 
 /// A [`Message`] of `channel` with `data`.
-fn message(channel: &mcap::Channel<'_>, m: &mcap::Message<'_>, data: Bytes) -> Message {
+fn message(channel: &mcap::Channel<'_>, log_time_ns: u64, publish_time_ns: u64, sequence: u32, data: Bytes) -> Message {
     Message {
         topic: channel.topic.clone(),
         type_name: channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
         data,
-        log_time_ns: m.log_time,
-        publish_time_ns: m.publish_time,
-        sequence: m.sequence,
+        log_time_ns,
+        publish_time_ns,
+        sequence,
     }
+}
+
+/// A message the `mcap` crate read, its bytes moved (the crate's readers
+/// hand out their own copy).
+fn from_crate(map: &Arc<Mmap>, m: mcap::Message<'_>) -> Message {
+    let mcap::Message { channel, sequence, log_time, publish_time, data } = m;
+    message(&channel, log_time, publish_time, sequence, Bytes::from_file(map, data))
 }
 
 /// Appends the messages of the chunk `index` points at to `out`.
@@ -288,7 +295,7 @@ fn read_chunk(
     if !index.compression.is_empty() {
         for m in summary.stream_chunk(map, index).map_err(|e| BagError::mcap(path, e))? {
             let m = m.map_err(|e| BagError::mcap(path, e))?;
-            out.push_back(message(&m.channel, &m, Bytes::from_file(map, m.data.clone())));
+            out.push_back(from_crate(map, m));
         }
         return Ok(());
     }
@@ -324,14 +331,8 @@ fn read_chunk(
             .channels
             .get(&header.channel_id)
             .ok_or_else(|| BagError::mcap(path, mcap::McapError::UnknownChannel(header.sequence, header.channel_id)))?;
-        out.push_back(Message {
-            topic: channel.topic.clone(),
-            type_name: channel.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
-            data: Bytes::from_file(map, Cow::Borrowed(data)),
-            log_time_ns: header.log_time,
-            publish_time_ns: header.publish_time,
-            sequence: header.sequence,
-        });
+        let data = Bytes::from_file(map, Cow::Borrowed(data));
+        out.push_back(message(channel, header.log_time, header.publish_time, header.sequence, data));
     }
     Ok(())
 }

@@ -102,7 +102,7 @@ fn rewrite(path: &Path) -> Result<(u64, u64, u64), BagError> {
     let options = mcap::WriteOptions::new().profile("ros2").library(concat!("freight ", env!("CARGO_PKG_VERSION")));
     let result = (|| {
         let mut w = options.create(BufWriter::new(out)).map_err(|e| BagError::mcap(&tmp, e))?;
-        let mut copy = Copy::default();
+        let mut copy = Salvage::default();
         // A file cut inside its magic has nothing to keep: it becomes an
         // empty, valid file.
         let mut rest = bytes.strip_prefix(mcap::MAGIC).unwrap_or_default();
@@ -138,14 +138,14 @@ fn rewrite(path: &Path) -> Result<(u64, u64, u64), BagError> {
 
 /// The schemas and channels seen so far, and what was copied.
 #[derive(Default)]
-struct Copy {
+struct Salvage {
     schemas: HashMap<u16, Arc<mcap::Schema<'static>>>,
     channels: HashMap<u16, Arc<mcap::Channel<'static>>>,
     messages: u64,
     damaged_chunks: u64,
 }
 
-impl Copy {
+impl Salvage {
     /// Copies a chunk's messages if the whole chunk reads back intact (the
     /// crate checks its CRC at its end, so nothing is written before).
     fn chunk<W: std::io::Write + std::io::Seek>(
