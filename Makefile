@@ -71,7 +71,8 @@ demo: build wheel
 # Every test, in release mode (large payloads; shares the build above), with the
 # wheel installed in .venv first (`bench ros2` runs freight's Python stack): the Rust
 # tests, then the Python tests against the wheel, then a bounded fuzz run of
-# every parser of untrusted bytes, then the lints.
+# every parser of untrusted bytes, then the check that the wheel's build reuses
+# the crates of `make build` (crates/freight-workspace-hack), then the lints.
 # The network plane stays on loopback in tests: freight and the stock DDS peers
 # the interop tests start read this configuration.
 test: export CYCLONEDDS_URI = file://$(CURDIR)/crates/freight-dds/loopback.xml
@@ -81,9 +82,10 @@ test: export FREIGHT_TEST_STRICT = 1
 test: build wheel
 	.venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/freight-*.whl
 	$(CARGO) test --release $(CRATES) --locked
-	.venv/bin/python -m pytest -q -rs python/tests
+	.venv/bin/python -m pytest -q -rs --durations=15 python/tests
 	$(FREIGHT) bench soak --duration 60s
 	scripts/fuzz-smoke.sh
+	scripts/check-build-sharing.py
 	$(MAKE) --no-print-directory lint
 
 # Longer fuzzing: `make fuzz FUZZ_SECONDS=600`.
