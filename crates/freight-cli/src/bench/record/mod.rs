@@ -430,7 +430,7 @@ fn one_row(
         .filter_map(|l| l.strip_prefix("published ")?.split_whitespace().next()?.parse::<u64>().ok())
         .max()
         .map_or(0, |last| last + 1);
-    let recorded = field(&rec_text, "recorded ", 0).ok_or_else(|| {
+    let recorded = first_number(&rec_text, "recorded ").ok_or_else(|| {
         format!("the recorder printed no summary: {}{}", rec_text, String::from_utf8_lossy(&out.stderr))
     })?;
     let lost = rec_text
@@ -507,9 +507,9 @@ fn finish_within(mut child: Child, limit: Duration, who: &str) -> Result<Output,
     Ok(Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() })
 }
 
-/// The number after `prefix` at the start of a line.
-fn field(text: &str, prefix: &str, index: usize) -> Option<u64> {
-    text.lines().find_map(|l| l.strip_prefix(prefix)?.split_whitespace().nth(index)?.parse().ok())
+/// The number right after `prefix` at the start of a line.
+fn first_number(text: &str, prefix: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(prefix)?.split_whitespace().next()?.parse().ok())
 }
 
 fn table(disk: f64, rows: &[Row]) -> String {
