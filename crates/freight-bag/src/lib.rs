@@ -20,6 +20,7 @@
 //! `freight bag` commands subscribe and publish with it.
 
 mod bytes;
+mod direct;
 mod error;
 pub mod metadata;
 mod qos;

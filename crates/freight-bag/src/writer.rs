@@ -6,8 +6,10 @@
 //! `offered_qos_profiles` and `topic_type_hash`), messages in chunks (indexed;
 //! compressed with zstd or lz4 if asked), a summary with statistics, and a
 //! `rosbag2` metadata record. Uncompressed chunks go from the caller's slice
-//! to the file with no copy in between (the MCAP writer writes them in place
-//! and seeks back for their lengths).
+//! into the file's block buffer (the MCAP writer writes them in place and
+//! seeks back for their lengths), and from there to the disk with `O_DIRECT`,
+//! bypassing the page cache (`direct.rs`, with the measurement that
+//! chose it).
 //!
 //! Crash safety: `metadata.yaml` is written when the bag is created and
 //! rewritten atomically at every split and at [`Writer::finish`]; a split
@@ -16,8 +18,8 @@
 //! [`crate::reindex`] makes it whole again.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::fs;
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use mcap::records::MessageHeader;
 
+use crate::direct::BagFile;
 use crate::error::BagError;
 use crate::metadata::{self, FileInfo, Metadata, TopicInfo};
 use crate::qos::OfferedQos;
@@ -37,7 +40,7 @@ const MESSAGE_RECORD_OVERHEAD: u64 = 1 + 8 + 2 + 4 + 8 + 8;
 /// How chunks are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
-    /// Not at all: bytes go to the file as they are, with no copy on the way.
+    /// Not at all: bytes go to the file as they are.
     #[default]
     None,
     /// zstd (as rosbag2's MCAP `zstd_fast` preset): smaller, one copy through the compressor.
@@ -58,6 +61,11 @@ pub struct WriterOptions {
     /// Close a chunk once it holds this many bytes (uncompressed). A message
     /// larger than this is a chunk of its own.
     pub chunk_size: u64,
+    /// Write the files with `O_DIRECT` where the file system allows it, past
+    /// the page cache (the default): the kernel does not copy the bytes, and
+    /// a long recording does not evict what other processes cache. `false`
+    /// writes through the page cache, for a bag read again right away.
+    pub direct_io: bool,
 }
 
 impl Default for WriterOptions {
@@ -67,6 +75,7 @@ impl Default for WriterOptions {
             max_file_size: None,
             max_file_duration: None,
             chunk_size: 4 << 20,
+            direct_io: true,
         }
     }
 }
@@ -291,8 +300,7 @@ impl Writer {
         let index = self.metadata.files.len();
         let name = format!("{}_{index}.mcap", self.stem);
         let path = self.dir.join(&name);
-        let file =
-            fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| BagError::io(&path, e))?;
+        let file = BagFile::create(&path, self.options.direct_io).map_err(|e| BagError::io(&path, e))?;
         let compression = match self.options.compression {
             Compression::None => None,
             Compression::Zstd => Some(mcap::Compression::Zstd),
@@ -306,7 +314,7 @@ impl Writer {
             // rosbag2's zstd_fast: level 1.
             .compression_level(1);
         let size = Arc::new(AtomicU64::new(0));
-        let tracked = Tracked { inner: BufWriter::with_capacity(1 << 20, file), pos: 0, end: size.clone() };
+        let tracked = Tracked { inner: file, pos: 0, end: size.clone() };
         let mcap = options.create(tracked).map_err(|e| BagError::mcap(&path, e))?;
         let mut f = OpenFile { path, mcap, channels: Vec::new(), index, first_log_ns: None, size, open_chunk: 0 };
         for (topic, schema, qos) in &self.topics {
@@ -349,13 +357,12 @@ fn finish_file(mut f: OpenFile, metadata: &Metadata) -> Result<(), BagError> {
     };
     f.mcap.write_metadata(&record).map_err(|e| BagError::mcap(&f.path, e))?;
     f.mcap.finish().map_err(|e| BagError::mcap(&f.path, e))?;
-    let file = f.mcap.into_inner().inner.into_inner().map_err(|e| BagError::io(&f.path, e.into_error()))?;
-    file.sync_all().map_err(|e| BagError::io(&f.path, e))
+    f.mcap.into_inner().inner.finish().map_err(|e| BagError::io(&f.path, e))
 }
 
 /// The file under the MCAP writer, keeping its position and size.
 struct Tracked {
-    inner: BufWriter<File>,
+    inner: BagFile,
     pos: u64,
     end: Arc<AtomicU64>,
 }

@@ -50,9 +50,10 @@ local only if all are), keeping all messages the queue allows, and its QoS is wr
 bag. Topics named that do not exist yet are picked up when they appear, as are new topics with
 --all.
 
-Copies per byte: one, from the subscriber's sample (shared memory) into the CDR the bag holds,
-then the kernel's write into the page cache; with --compression zstd or lz4, the compressor reads
-that copy and writes the file from its own output.
+Copies per byte: two, none of them by the kernel: from the subscriber's sample (shared memory)
+into the CDR the bag holds, then into the file's block buffer, written with O_DIRECT past the page
+cache (where the file system allows it; --no-direct-io writes through the page cache); with
+--compression zstd or lz4, the compressor reads the CDR and fills the block buffer.
 
 Never silent: a status line shows per topic the messages, rate, MB/s and messages lost; losses
 are counted from each publisher's sequence numbers (messages that reached freight over DDS have
@@ -99,6 +100,9 @@ pub struct RecordArgs {
     /// Chunk compression.
     #[arg(long, value_enum, default_value_t = CompressionArg::None)]
     pub compression: CompressionArg,
+    /// Write through the page cache instead of with O_DIRECT (for a bag read again right away).
+    #[arg(long)]
+    pub no_direct_io: bool,
     /// Most bytes of messages received but not yet written.
     #[arg(long, value_name = "BYTES", default_value_t = 512 << 20)]
     pub max_cache_size: u64,
@@ -282,6 +286,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         },
         max_file_size: args.max_bag_size,
         max_file_duration: args.max_bag_duration.map(|s| Duration::from_secs_f64(s.max(0.0))),
+        direct_io: !args.no_direct_io,
         ..WriterOptions::default()
     };
     let writer = Arc::new(Mutex::new(Writer::create(&output, options).map_err(|e| e.to_string())?));
