@@ -75,6 +75,9 @@ fn the_baseline_row_records_a_bag_that_the_mcap_reader_reads_back() {
     assert!(stock["recorded_mb_s"].as_f64().is_some_and(|v| v > 0.0), "{stock}");
     assert!(stock["recorder_peak_mib"].as_u64().is_some_and(|v| v > 0), "{stock}");
     assert!(Path::new(freight["bag"].as_str().expect("freight's bag kept")).is_dir(), "{freight}");
+    // freight's recorder splits its peak: private (cache, buffers) within the whole.
+    let private = freight["recorder_private_mib"].as_u64().expect("freight's private peak");
+    assert!(private > 0 && private <= freight["recorder_peak_mib"].as_u64().unwrap_or(0), "{freight}");
 
     let bag = stock["bag"].as_str().expect("the baseline's bag kept");
     let read = Command::new(repo().join(".venv/bin/python"))

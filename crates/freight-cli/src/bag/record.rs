@@ -22,6 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use freight::clock::monotonic_ns;
 use freight::{Durability, Executor, History, Node, QoS, Reliability, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
 
@@ -307,7 +308,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
         .into_inner()
         .unwrap_or_else(|p| p.into_inner())
         .finish();
-    let topics = received?;
+    let (topics, memory) = received?;
     if let Some(why) = cache.failure() {
         // The write that failed comes first: finishing on a full disk fails too.
         let mut text = format!("{why}; the recording stopped there");
@@ -324,7 +325,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     }
     let metadata = finished.map_err(|e| e.to_string())?;
     let written = cache.first.get().map(Instant::elapsed);
-    Ok(summary(&topics, &metadata, &output, written))
+    Ok(summary(&topics, &metadata, &output, written, &memory))
 }
 
 /// Writes what the cache holds until it is closed and empty, ending a chunk
@@ -368,7 +369,11 @@ fn write_loop(writer: &Mutex<Writer>, cache: &Cache) {
 }
 
 /// Subscribes and receives until the time is up, a signal comes or the writer fails.
-fn receive(args: &RecordArgs, writer: &Arc<Mutex<Writer>>, cache: &Arc<Cache>) -> Result<Vec<Topic>, String> {
+fn receive(
+    args: &RecordArgs,
+    writer: &Arc<Mutex<Writer>>,
+    cache: &Arc<Cache>,
+) -> Result<(Vec<Topic>, MemoryPeak), String> {
     let ctx = crate::ros_args::context(args.domain).map_err(|e| e.to_string())?;
     let node = ctx.create_node(&format!("freight_bag_record_{}", std::process::id())).map_err(|e| e.to_string())?;
     let wanted: Vec<String> =
@@ -380,6 +385,7 @@ fn receive(args: &RecordArgs, writer: &Arc<Mutex<Writer>>, cache: &Arc<Cache>) -
     let deadline = args.duration.map(|s| start + Duration::from_secs_f64(s.max(0.0)));
     let mut next_discovery = start;
     let mut status = Status::new();
+    let mut memory = MemoryPeak::default();
     loop {
         let now = Instant::now();
         if stop::requested() || deadline.is_some_and(|d| now >= d) || cache.failure().is_some() {
@@ -397,9 +403,10 @@ fn receive(args: &RecordArgs, writer: &Arc<Mutex<Writer>>, cache: &Arc<Cache>) -
             stop::sleep(wait);
         }
         status.maybe_print(&topics, writer);
+        memory.maybe_sample();
     }
     status.clear();
-    Ok(topics)
+    Ok((topics, memory))
 }
 
 /// Subscribes to the wanted topics that exist and are not recorded yet.
@@ -504,6 +511,36 @@ impl Sink {
     }
 }
 
+/// The recorder's peak resident memory in two parts, sampled (every
+/// `MEMORY_PERIOD`) from `/proc/self/status`: private (`RssAnon`: the cache,
+/// buffers, the process's own) and the shared memory of the samples it read
+/// (`RssShmem`), which belongs to the publishers' segments and is resident
+/// once per host however many processes read it.
+#[derive(Default)]
+struct MemoryPeak {
+    last: Option<Instant>,
+    private: u64,
+    shared: u64,
+}
+
+/// How often [`MemoryPeak`] samples.
+const MEMORY_PERIOD: Duration = Duration::from_millis(50);
+
+impl MemoryPeak {
+    fn maybe_sample(&mut self) {
+        if self.last.is_some_and(|t| t.elapsed() < MEMORY_PERIOD) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return };
+        let kib = |key: &str| {
+            status.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix(" kB")?.parse::<u64>().ok())
+        };
+        self.private = self.private.max(kib("RssAnon:").unwrap_or(0) << 10);
+        self.shared = self.shared.max(kib("RssShmem:").unwrap_or(0) << 10);
+    }
+}
+
 /// The live status line.
 struct Status {
     tty: bool,
@@ -561,6 +598,7 @@ fn summary(
     metadata: &freight_bag::Metadata,
     output: &std::path::Path,
     written: Option<Duration>,
+    memory: &MemoryPeak,
 ) -> ExitCode {
     println!(
         "recorded {} messages on {} topics into {} ({} file{})",
@@ -579,7 +617,14 @@ fn summary(
         );
     }
     let (cpu, peak) = own_usage();
-    println!("  recorder: {cpu:.2} s of CPU (user and system), peak resident memory {} MiB", peak >> 20);
+    println!(
+        "  recorder: {cpu:.2} s of CPU (user and system), peak resident memory {} MiB: private {} MiB, shared memory \
+         of the samples read {} MiB (each peak sampled every {} ms)",
+        peak >> 20,
+        memory.private >> 20,
+        memory.shared >> 20,
+        MEMORY_PERIOD.as_millis()
+    );
     let mut lost_total = 0;
     for t in topics.iter().filter(|t| t.subscribed) {
         let s = t.stats.lock().unwrap_or_else(|p| p.into_inner());
@@ -629,13 +674,6 @@ fn own_usage() -> (f64, u64) {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(ru.ru_utime) + secs(ru.ru_stime), (ru.ru_maxrss as u64).saturating_mul(1024))
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes only into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 #[cfg(test)]

@@ -171,6 +171,8 @@ impl Baseline {
             fraction_of_disk: recorded_mb_s * 1e6 / disk,
             recorder_cpu_cores: recorded.cpu_s / wall,
             recorder_peak_mib: recorded.peak_rss_kib / 1024,
+            // The stock recorder's own report has no split (its DDS shared memory is small).
+            recorder_private_mib: None,
             bag: None,
         };
         Ok((row, bag))

@@ -10,7 +10,7 @@
 //! lost (the recorder's count from publisher sequence numbers), the rate
 //! recorded (bytes over the time from the recorder's first message until it
 //! has synced its last file) as a fraction of the disk's, and the
-//! recorder's CPU and peak memory.
+//! recorder's CPU and peak memory (for freight's, also its private part).
 //!
 //! Beside each freight row, the baseline ([`baseline`]): the same stream published by a
 //! stock rclpy node and recorded by one that writes every serialized message with the
@@ -189,6 +189,9 @@ struct Row {
     fraction_of_disk: f64,
     recorder_cpu_cores: f64,
     recorder_peak_mib: u64,
+    /// Of the peak, the recorder's private memory (cache, buffers): freight's
+    /// recorder reports it apart from the publishers' shared memory it read.
+    recorder_private_mib: Option<u64>,
     /// The bag, when kept (--keep-bags).
     #[serde(skip_serializing_if = "Option::is_none")]
     bag: Option<PathBuf>,
@@ -462,6 +465,8 @@ fn one_row(
         rec_text.lines().find_map(|l| l.trim().strip_prefix("recorder: ")?.split(' ').next()?.parse::<f64>().ok());
     let peak =
         rec_text.lines().find_map(|l| l.split("peak resident memory ").nth(1)?.split(' ').next()?.parse::<u64>().ok());
+    let private =
+        rec_text.lines().find_map(|l| l.split(" MiB: private ").nth(1)?.split(' ').next()?.parse::<u64>().ok());
     // The recorder's own measure: bytes over the time from its first message
     // to its last file synced (startup and discovery left out).
     let recorded_mb_s = rec_text
@@ -480,6 +485,7 @@ fn one_row(
         fraction_of_disk: recorded_mb_s * 1e6 / disk,
         recorder_cpu_cores: cpu.unwrap_or(0.0) / wall,
         recorder_peak_mib: peak.unwrap_or(0),
+        recorder_private_mib: private,
         bag: kept,
     })
 }
@@ -535,11 +541,11 @@ fn first_number(text: &str, prefix: &str) -> Option<u64> {
 
 fn table(disk: f64, rows: &[Row]) -> String {
     let mut out = format!("freight bench record: disk {:.0} MB/s\n\n", disk / 1e6);
-    out.push_str("| stream | rate (Hz) | recorder | offered (MB/s) | published | recorded | lost | recorded (MB/s) | of disk | recorder CPU (cores) | recorder peak (MiB) |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| stream | rate (Hz) | recorder | offered (MB/s) | published | recorded | lost | recorded (MB/s) | of disk | recorder CPU (cores) | recorder peak (MiB) | of it private (MiB) |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         out.push_str(&format!(
-            "| {:?} | {} | {} | {:.0} | {} | {} | {} | {:.0} | {:.0} % | {:.2} | {} |\n",
+            "| {:?} | {} | {} | {:.0} | {} | {} | {} | {:.0} | {:.0} % | {:.2} | {} | {} |\n",
             r.stream,
             r.rate_hz,
             r.recorder.label(),
@@ -550,7 +556,8 @@ fn table(disk: f64, rows: &[Row]) -> String {
             r.recorded_mb_s,
             r.fraction_of_disk * 100.0,
             r.recorder_cpu_cores,
-            r.recorder_peak_mib
+            r.recorder_peak_mib,
+            r.recorder_private_mib.map_or("—".to_string(), |m| m.to_string())
         ));
     }
     for stream in [Stream::FourK, Stream::Cloud] {
@@ -609,6 +616,7 @@ mod tests {
             fraction_of_disk: recorded_mb_s / 200.0,
             recorder_cpu_cores: 0.1,
             recorder_peak_mib: 100,
+            recorder_private_mib: None,
             bag: None,
         }
     }
