@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use foxglove::{PartialMetadata, RawChannel};
 
-use super::throttle::Throttle;
+use super::throttle::Budget as Buckets;
 use crate::subscribe::{realtime_ns, Received};
 
 /// Counters of one topic, written by its callback and read by the status line.
@@ -26,11 +26,11 @@ pub struct TopicStats {
 }
 
 /// The budget all topics share: `None` without a limit.
-pub type Budget = Option<Arc<Mutex<Throttle>>>;
+pub type Budget = Option<Arc<Mutex<Buckets>>>;
 
 /// A budget of `bytes_per_s` (0: none).
 pub fn budget(bytes_per_s: u64) -> Budget {
-    NonZeroU64::new(bytes_per_s).map(|rate| Arc::new(Mutex::new(Throttle::new(rate, Instant::now()))))
+    NonZeroU64::new(bytes_per_s).map(|rate| Arc::new(Mutex::new(Buckets::new(rate, Instant::now()))))
 }
 
 /// What a topic's subscription callback owns.
@@ -52,12 +52,17 @@ impl Forward {
         if !self.channel.has_sinks() {
             return;
         }
-        if let Some(b) = &self.budget {
-            if !b.lock().unwrap_or_else(|p| p.into_inner()).ready(Instant::now()) {
-                self.stats.skipped.fetch_add(1, Relaxed);
-                return;
-            }
-        }
+        // The topic's last message (whose allocation `buf` is) predicts this one's size.
+        let admitted = match &self.budget {
+            Some(b) => match b.lock().unwrap_or_else(|p| p.into_inner()).admit(self.buf.len(), Instant::now()) {
+                Some(admitted) => Some(admitted),
+                None => {
+                    self.stats.skipped.fetch_add(1, Relaxed);
+                    return;
+                }
+            },
+            None => None,
+        };
         let data = match s.encode(std::mem::take(&mut self.buf)) {
             Ok(data) => data,
             Err(e) => {
@@ -68,8 +73,8 @@ impl Forward {
                 return;
             }
         };
-        if let Some(b) = &self.budget {
-            b.lock().unwrap_or_else(|p| p.into_inner()).spend(data.len());
+        if let (Some(b), Some(admitted)) = (&self.budget, admitted) {
+            b.lock().unwrap_or_else(|p| p.into_inner()).spend(admitted, data.len());
         }
         // Never blocks: a client whose queue is full loses its oldest message.
         self.channel.log_with_meta(&data, PartialMetadata::with_log_time(received_ns));

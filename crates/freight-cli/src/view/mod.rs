@@ -57,8 +57,9 @@ A message is encoded only while a client is subscribed to its channel. Nothing w
 client: the freight subscriptions are best effort, keep last 2, so a publisher never waits
 for the viewer (reliable publishers included), and a message that comes while the viewer is
 busy replaces an older one. --max-bandwidth is a byte budget shared by all topics (a token
-bucket with a burst of 0.1 s that lends to one message at a time): a message that comes
-while it is spent is skipped, and counted. Every client gets at most the budget (a client
+bucket with a burst of 0.1 s that lends to one message at a time; a tenth of it is kept for
+messages of at most 64 KiB, so that a camera frame does not hold back transforms and
+odometry): a message that comes while it is spent is skipped, and counted. Every client gets at most the budget (a client
 subscribed to fewer topics gets less). Each client has a queue of 32 messages in the
 server; when a client does not keep up, its oldest messages are dropped, and a client that
 stops reading its control messages is disconnected.

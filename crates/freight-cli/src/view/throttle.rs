@@ -12,12 +12,24 @@
 //!
 //! Tokens are counted in nanobytes (bytes times 10^9): a refill is then
 //! `elapsed ns * bytes per second`, exact, with no division and no rounding.
+//!
+//! [`Budget`] splits `--max-bandwidth` into two such buckets, so that a
+//! camera frame's debt does not hold back the small messages of other topics
+//! (transforms, odometry, diagnostics): a tenth is kept for messages of at
+//! most [`SMALL`] bytes, which may also use the rest while it is not in debt.
 
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 /// Nanobytes per byte.
 const NANO: i128 = 1_000_000_000;
+
+/// Messages up to this size count as small: they have a share of the budget
+/// of their own.
+pub const SMALL: usize = 64 << 10;
+
+/// The small messages' share of the budget: one part in this many.
+const SMALL_SHARE: u64 = 10;
 
 /// How long the bucket may save up for: its burst is the rate times this.
 const BURST: Duration = Duration::from_millis(100);
@@ -67,6 +79,54 @@ impl Throttle {
             // Too much to count: far more than the burst.
             None => self.capacity,
         };
+    }
+}
+
+/// The byte budget of all topics: a bucket for every message, and one kept
+/// for small messages (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// Nine tenths of the rate: any message.
+    all: Throttle,
+    /// A tenth: messages of at most [`SMALL`] bytes, when `all` is in debt.
+    small: Throttle,
+}
+
+/// The bucket a message was admitted by: its cost goes there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    All,
+    Small,
+}
+
+impl Budget {
+    /// Full buckets of `rate` bytes per second in all, at `now`.
+    pub fn new(rate: NonZeroU64, now: Instant) -> Self {
+        let small = NonZeroU64::new(rate.get() / SMALL_SHARE).unwrap_or(NonZeroU64::MIN);
+        let all = NonZeroU64::new(rate.get() - small.get()).unwrap_or(NonZeroU64::MIN);
+        Budget { all: Throttle::new(all, now), small: Throttle::new(small, now) }
+    }
+
+    /// Whether a message expected to be `expected` bytes (its topic's last
+    /// one: it is not encoded yet) may go out at `now`, and on which bucket.
+    pub fn admit(&mut self, expected: usize, now: Instant) -> Option<Admitted> {
+        if self.all.ready(now) {
+            Some(Admitted::All)
+        } else if expected <= SMALL && self.small.ready(now) {
+            Some(Admitted::Small)
+        } else {
+            None
+        }
+    }
+
+    /// Takes the `bytes` of a message that went out. One that turned out
+    /// larger than [`SMALL`] (a topic's first frame, expected at 0 bytes) is
+    /// charged to the bucket of all messages, never to the small one.
+    pub fn spend(&mut self, admitted: Admitted, bytes: usize) {
+        match admitted {
+            Admitted::Small if bytes <= SMALL => self.small.spend(bytes),
+            _ => self.all.spend(bytes),
+        }
     }
 }
 
@@ -143,6 +203,61 @@ mod tests {
         let bound = r * 5 + r / 10 + msg as u64;
         assert!(sent <= bound, "{sent} > {bound}");
         assert!(sent >= r * 5 - msg as u64, "{sent}: the budget was not used");
+    }
+
+    /// A 4K camera offered at 30 times the budget beside a 1 kB topic at
+    /// 100 Hz: the camera gets most of the budget, and the small topic every
+    /// message, where one shared bucket skipped it while a frame's debt lasted.
+    #[test]
+    fn small_messages_go_out_while_a_frame_s_debt_is_paid() {
+        let t0 = Instant::now();
+        let r = 20_000_000u64;
+        let mut b = Budget::new(rate(r), t0);
+        let mut single = Throttle::new(rate(r), t0);
+        let (frame, small) = (33_177_600usize, 1_000usize);
+        let (mut frame_bytes, mut small_sent, mut small_single) = (0u64, 0u32, 0u32);
+        let mut last_frame = 0;
+        for ms in 0..10_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            if ms % 33 == 0 {
+                if let Some(a) = b.admit(last_frame, now) {
+                    b.spend(a, frame);
+                    frame_bytes += frame as u64;
+                    last_frame = frame;
+                }
+                if single.ready(now) {
+                    single.spend(frame);
+                }
+            }
+            if ms % 10 == 0 {
+                if let Some(a) = b.admit(small, now) {
+                    b.spend(a, small);
+                    small_sent += 1;
+                }
+                if single.ready(now) {
+                    single.spend(small);
+                    small_single += 1;
+                }
+            }
+        }
+        assert_eq!(small_sent, 1000, "every small message went out");
+        assert!(small_single < 100, "one shared bucket let {small_single} of 1000 through");
+        // The camera: at most its nine tenths over 10 s, plus a burst and the frame in debt.
+        let all = r - r / 10;
+        assert!(frame_bytes <= all * 10 + all / 10 + frame as u64, "{frame_bytes}");
+        assert!(frame_bytes >= all * 10 - frame as u64, "the camera did not get its share: {frame_bytes}");
+    }
+
+    #[test]
+    fn a_topic_s_first_frame_admitted_as_small_is_charged_to_the_bucket_of_all() {
+        let t0 = Instant::now();
+        let mut b = Budget::new(rate(1_000_000), t0);
+        b.all.spend(10_000_000); // in debt: only the small bucket admits
+        let a = b.admit(0, t0).expect("a small bucket is full");
+        assert_eq!(a, Admitted::Small);
+        b.spend(a, 33_177_600);
+        assert!(b.admit(SMALL, t0).is_some(), "the small bucket is untouched by a frame");
+        assert!(b.admit(SMALL + 1, t0).is_none(), "a large message waits for the bucket of all");
     }
 
     #[test]
