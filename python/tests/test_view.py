@@ -284,6 +284,18 @@ def every_message(topic):
     return stop
 
 
+def read_for(client, seconds, on_data):
+    """Reads ``client``'s frames for ``seconds``, handing each MessageData to ``on_data``."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            frame = client.recv(left)
+        except TimeoutError:
+            return
+        if frame[0] == "data":
+            on_data(frame)
+
+
 def wait_subscribed(pub, count):
     deadline = time.monotonic() + EVENT
     while pub.get_subscription_count() < count:
@@ -308,18 +320,11 @@ def test_max_bandwidth_bounds_what_a_client_gets_while_the_publisher_keeps_its_r
             client.subscribe(channel)
             counts = {"bytes": 0, "messages": 0}
 
-            def read():
-                deadline = time.monotonic() + seconds + 1.0
-                while (left := deadline - time.monotonic()) > 0:
-                    try:
-                        frame = client.recv(left)
-                    except TimeoutError:
-                        return
-                    if frame[0] == "data":
-                        counts["bytes"] += len(frame[3])
-                        counts["messages"] += 1
+            def count(frame):
+                counts["bytes"] += len(frame[3])
+                counts["messages"] += 1
 
-            reader = threading.Thread(target=read)
+            reader = threading.Thread(target=read_for, args=(client, seconds + 1.0, count))
             reader.start()
             published, _ = publish_at(pub, rate, seconds, width, height)
             reader.join()
@@ -365,17 +370,10 @@ def test_small_messages_get_through_while_a_camera_spends_the_budget(pub_node):
             sub_camera, sub_small = (client.subscribe(c) for c in channels)
             counts = {sub_camera: 0, sub_small: 0}
 
-            def read():
-                deadline = time.monotonic() + seconds + 1.5
-                while (left := deadline - time.monotonic()) > 0:
-                    try:
-                        frame = client.recv(left)
-                    except TimeoutError:
-                        return
-                    if frame[0] == "data":
-                        counts[frame[1]] += 1
+            def count(frame):
+                counts[frame[1]] += 1
 
-            reader = threading.Thread(target=read)
+            reader = threading.Thread(target=read_for, args=(client, seconds + 1.5, count))
             reader.start()
             time.sleep(0.5)  # the subscriptions reach the server
             sent_small = [0]
