@@ -103,8 +103,10 @@ def peers(distro):
     remove_dead_fastdds_segments(started)
 
 
-def matched(child, count):
-    child.send(f"WAIT {count}")
+def matched(child, count, within=None):
+    """How many endpoints ``child`` matched, once ``count`` did or its wait
+    (``within`` seconds, else the peer's 20) ran out."""
+    child.send(f"WAIT {count}" + (f" {within}" if within is not None else ""))
     return int(child.expect("MATCHED", timeout=START)[1])
 
 
@@ -260,8 +262,13 @@ def test_a_reliable_subscription_does_not_match_a_best_effort_publisher(peers, h
     pub_stack, sub_stack = STACKS[direction]
     sub = peers.start(host, sub_stack, "sub", "image", topic)
     pub = peers.start(host, pub_stack, "pub", "image", topic, "--reliability", "best_effort")
-    # DDS's request-offer rule, which both sides must apply the same way.
-    assert matched(pub, 1) == 0
+    # Discovery is done once each side's graph lists the other's endpoint; a
+    # match would come with it. Then DDS's request-offer rule, which both sides
+    # must apply the same way, keeps them apart.
+    for child, kind in ((pub, "subscriptions"), (sub, "publishers")):
+        g = settled_graph(child, topic, lambda g, kind=kind: len(g[kind]) == 1)
+        assert len(g[kind]) == 1, g
+    assert matched(pub, 1, within=3.0) == 0
     pub.send("IMAGE 0 64 48")
     pub.expect("SENT")
     nothing_more(sub, 3.0)

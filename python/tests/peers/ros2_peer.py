@@ -20,9 +20,9 @@ must be (k + i) % 251; an IMU message ``k`` carries the values of ``imu(k)``
 (``OK``, or ``BAD <first wrong field>``; width, height and size are 0).
 Commands, one per line:
 
-``WAIT n``
-    waits (up to 20 s) until ``n`` matched endpoints of the other kind exist:
-    ``MATCHED <count>``.
+``WAIT n [seconds]``
+    waits (up to ``seconds``, 20 unless given) until ``n`` matched endpoints of
+    the other kind exist: ``MATCHED <count>``.
 ``IMAGE k width height [encoding]``
     publishes image ``k`` (bgra8 unless said): ``SENT k <nbytes>``.
 ``CLOUD k points``
@@ -230,7 +230,7 @@ def graph(topic):
 def command(words):
     verb, rest = words[0], words[1:]
     if verb == "WAIT":
-        deadline = time.monotonic() + WAIT_LIMIT
+        deadline = time.monotonic() + (float(rest[1]) if len(rest) > 1 else WAIT_LIMIT)
         while matched() < int(rest[0]) and time.monotonic() < deadline:
             spin_once(0.05)
         print(f"MATCHED {matched()}", flush=True)
