@@ -360,11 +360,11 @@ def test_the_first_large_frame_of_a_new_stock_publisher_arrives(peers, host, top
     assert sorted(received(sub, 2, timeout=10.0)) == [0, 1]
 
 
-def settled_graph(child, topic, wanted):
+def settled_graph(child, topic, wanted, within=ARRIVE):
     """The graph ``child`` reports for ``topic`` once ``wanted(graph)`` holds, or
-    after ARRIVE seconds: node announcements travel apart from endpoint
+    after ``within`` seconds: node announcements travel apart from endpoint
     discovery, so a graph settles over a moment, as `ros2` waits its --spin-time."""
-    deadline = time.monotonic() + ARRIVE
+    deadline = time.monotonic() + within
     while True:
         child.send(f"GRAPH {topic}")
         # The JSON has no whitespace inside its strings, so the words join back.
@@ -403,7 +403,11 @@ def test_each_side_lists_the_others_nodes_topics_and_types(peers, host, topic):
 
 
 def test_stock_rclpy_names_the_node_of_each_freight_endpoint(peers, host, topic, request):
+    # Where the names are known never to come (the xfail below), the graph is
+    # read after 8 s, long past the moment they take on Jazzy, not after ARRIVE.
+    within = ARRIVE
     if "kilted" in request.node.callspec.id:
+        within = 8.0
         request.applymarker(
             pytest.mark.xfail(
                 strict=True,
@@ -415,7 +419,7 @@ def test_stock_rclpy_names_the_node_of_each_freight_endpoint(peers, host, topic,
             )
         )
     pub, sub = graph_pair(peers, host, topic)
-    g = settled_graph(sub, topic, lambda g: {k: g[k] for k in NAMED} == NAMED)
+    g = settled_graph(sub, topic, lambda g: {k: g[k] for k in NAMED} == NAMED, within)
     assert {k: g[k] for k in NAMED} == NAMED, g
 
 
