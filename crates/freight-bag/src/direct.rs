@@ -40,17 +40,16 @@ impl BagFile {
     /// Creates `path`, which must not exist; with `O_DIRECT` if `direct` and
     /// the file system allows it.
     pub(crate) fn create(path: &Path, direct: bool) -> io::Result<BagFile> {
+        let buffered = |file| BagFile::Buffered(BufWriter::with_capacity(1 << 20, file));
         if !direct {
-            let file = OpenOptions::new().write(true).create_new(true).open(path)?;
-            return Ok(BagFile::Buffered(BufWriter::with_capacity(1 << 20, file)));
+            return Ok(buffered(OpenOptions::new().write(true).create_new(true).open(path)?));
         }
         match OpenOptions::new().read(true).write(true).create_new(true).custom_flags(libc::O_DIRECT).open(path) {
             Ok(file) => Ok(BagFile::Direct(DirectFile::new(file)?)),
             // The file system does not do O_DIRECT; the failed open may have
             // created the file already.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-                Ok(BagFile::Buffered(BufWriter::with_capacity(1 << 20, file)))
+                Ok(buffered(OpenOptions::new().write(true).create(true).truncate(true).open(path)?))
             }
             Err(e) => Err(e),
         }

@@ -26,6 +26,7 @@ use freight::clock::monotonic_ns;
 use freight::{Durability, Executor, History, Node, QoS, Reliability, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
 
+use crate::resources;
 use crate::stop;
 use crate::subscribe::{realtime_ns, subscribe, Received};
 
@@ -515,7 +516,7 @@ impl Sink {
 /// `MEMORY_PERIOD`) from `/proc/self/status`: private (`RssAnon`: the cache,
 /// buffers, the process's own) and the shared memory of the samples it read
 /// (`RssShmem`), which belongs to the publishers' segments and is resident
-/// once per host however many processes read it.
+/// once per host however many processes read it. Both in bytes.
 #[derive(Default)]
 struct MemoryPeak {
     last: Option<Instant>,
@@ -532,12 +533,9 @@ impl MemoryPeak {
             return;
         }
         self.last = Some(Instant::now());
-        let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return };
-        let kib = |key: &str| {
-            status.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix(" kB")?.parse::<u64>().ok())
-        };
-        self.private = self.private.max(kib("RssAnon:").unwrap_or(0) << 10);
-        self.shared = self.shared.max(kib("RssShmem:").unwrap_or(0) << 10);
+        let Some(now) = resources::memory(std::process::id()) else { return };
+        self.private = self.private.max(now.anon_kib << 10);
+        self.shared = self.shared.max(now.shmem_kib << 10);
     }
 }
 

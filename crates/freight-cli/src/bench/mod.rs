@@ -87,7 +87,6 @@ mod private_host;
 pub(crate) mod python;
 mod record;
 mod report;
-mod resources;
 mod ros2;
 mod scale;
 mod soak;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use foxglove::{PartialMetadata, RawChannel};
 
-use super::throttle::Budget as Buckets;
+use super::throttle;
 use crate::subscribe::{realtime_ns, Received};
 
 /// Counters of one topic, written by its callback and read by the status line.
@@ -26,11 +26,11 @@ pub struct TopicStats {
 }
 
 /// The budget all topics share: `None` without a limit.
-pub type Budget = Option<Arc<Mutex<Buckets>>>;
+pub type Budget = Option<Arc<Mutex<throttle::Budget>>>;
 
 /// A budget of `bytes_per_s` (0: none).
 pub fn budget(bytes_per_s: u64) -> Budget {
-    NonZeroU64::new(bytes_per_s).map(|rate| Arc::new(Mutex::new(Buckets::new(rate, Instant::now()))))
+    NonZeroU64::new(bytes_per_s).map(|rate| Arc::new(Mutex::new(throttle::Budget::new(rate, Instant::now()))))
 }
 
 /// What a topic's subscription callback owns.
@@ -54,13 +54,14 @@ impl Forward {
         }
         // The topic's last message (whose allocation `buf` is) predicts this one's size.
         let admitted = match &self.budget {
-            Some(b) => match b.lock().unwrap_or_else(|p| p.into_inner()).admit(self.buf.len(), Instant::now()) {
-                Some(admitted) => Some(admitted),
-                None => {
+            Some(b) => {
+                let Some(admitted) = b.lock().unwrap_or_else(|p| p.into_inner()).admit(self.buf.len(), Instant::now())
+                else {
                     self.stats.skipped.fetch_add(1, Relaxed);
                     return;
-                }
-            },
+                };
+                Some(admitted)
+            }
             None => None,
         };
         let data = match s.encode(std::mem::take(&mut self.buf)) {

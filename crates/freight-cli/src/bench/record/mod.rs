@@ -363,7 +363,6 @@ fn keep_or_remove(args: &RecordBenchArgs, bag: &Path) -> Option<PathBuf> {
     None
 }
 
-/// The sustained rate of buffered writes to `dir`, syncing included (bytes/s).
 /// The directory's sustained write rate, bytes/s, measured the two ways a
 /// file is written: through the page cache (then synced), and with `O_DIRECT`
 /// past it, as `freight bag record` writes where the file system allows

@@ -48,9 +48,9 @@ use serde::Serialize;
 
 use self::one_process::OneProcess;
 use super::python::StackInterpreters;
-use super::resources::{fd_count, list_files, memory, used_bytes};
 use super::sys::lines_of;
 use super::{check_output_path, BenchError};
+use crate::resources::{fd_count, list_files, memory, used_bytes};
 
 /// The domain of the run (its own loopback: nothing else is on it).
 const DOMAIN: u32 = 77;

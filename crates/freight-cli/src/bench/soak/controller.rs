@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::super::resources::{self, Memory};
 use super::chaos::{Action, Planner};
 use super::fleet::{Event, Fleet, Line, State, GRAPH};
 use super::ledger::{Ledger, LOSS_LAG, NOT_CONNECTED, NOT_CONNECTED_WHY};
@@ -17,6 +16,7 @@ use super::{
     settle_span, tail, DEAD_HOLD_LIMIT, READY_LIMIT, SAMPLE_INTERVAL, SAMPLE_READINGS, SETTLE_WARM, STALE_MARGIN,
     STALL_LIMIT,
 };
+use crate::resources::{self, Memory};
 
 /// This host's shared memory, as iceoryx2 and the device pools use it.
 const SHM: &str = "/dev/shm";

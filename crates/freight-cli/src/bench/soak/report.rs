@@ -4,10 +4,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::super::resources::Memory;
 use super::ledger::{FaultRecord, Loss};
 use super::protocol::Topology;
 use crate::bench::args::format_size;
+use crate::resources::Memory;
 
 /// Everything a soak found.
 #[derive(Debug, Clone, Serialize)]

@@ -1,5 +1,5 @@
-//! What `bench soak` and `bench scale` measure of the system: files in shared-memory
-//! directories, and a process's open fds and resident memory, from `/proc`.
+//! What `bench soak`, `bench scale` and `bag record` measure of the system: files in
+//! shared-memory directories, and a process's open fds and resident memory, from `/proc`.
 
 use std::path::{Path, PathBuf};
 
