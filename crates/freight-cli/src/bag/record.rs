@@ -39,6 +39,9 @@ const FLUSH_PERIOD: Duration = Duration::from_secs(1);
 /// Most spare buffers the cache keeps for reuse.
 const MAX_SPARE: usize = 8;
 
+/// How long the recorder goes on taking what is queued once it is told to stop.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// How often the status line is refreshed (on a terminal; else every 5 s).
 const STATUS_PERIOD: Duration = Duration::from_secs(1);
 
@@ -406,8 +409,31 @@ fn receive(
         status.maybe_print(&topics, writer);
         memory.maybe_sample();
     }
+    if cache.failure().is_none() && topics.iter().any(|t| t.subscribed) {
+        drain(&mut exec, DRAIN_LIMIT).map_err(|e| e.to_string())?;
+    }
     status.clear();
     Ok((topics, memory))
+}
+
+/// Takes what the subscriptions still hold when the recording stops. A turn
+/// of the executor takes every message of the subscriptions that were ready
+/// when it began; one that became ready during the turn (its messages
+/// arriving while another topic's callback waited for room in the cache)
+/// waits for the next turn, and without this one its messages would be
+/// neither written nor counted as lost. Turns until one takes nothing, for at
+/// most `limit`, so that publishers that keep sending do not hold the
+/// recorder. Returns the messages taken.
+fn drain(exec: &mut Executor, limit: Duration) -> Result<usize, freight::WaitError> {
+    let end = Instant::now() + limit;
+    let mut taken = 0;
+    while Instant::now() < end {
+        match exec.spin_once(Duration::ZERO)? {
+            0 => break,
+            n => taken += n,
+        }
+    }
+    Ok(taken)
 }
 
 /// Subscribes to the wanted topics that exist and are not recorded yet.
@@ -689,6 +715,35 @@ mod tests {
         s.count(3, 0, Transport::Network, 8);
         s.count(3, 0, Transport::Network, 8);
         assert_eq!(s.lost, 2);
+    }
+
+    #[test]
+    fn a_stop_takes_what_became_ready_during_the_last_turn() {
+        use freight::msgs::std_msgs::UInt8;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let ctx = freight::Context::builder().local_only().create().unwrap();
+        let node = ctx.create_node("record_drain").unwrap();
+        let (first, second) = ("/record_drain/first", "/record_drain/second");
+        let mut exec = Executor::new();
+        // The first topic's callback publishes on the second topic: its
+        // message arrives during the turn, as one does while a callback
+        // waits for room in a full cache.
+        let relay = node.create_publisher::<UInt8>(second, QoS::keep_last(4)).unwrap();
+        let sub = node.create_subscription::<UInt8>(first, QoS::keep_last(4)).unwrap();
+        exec.add_subscription(sub, move |_| relay.publish_copy(&UInt8 { data: 2 }).unwrap());
+        let late = Arc::new(AtomicUsize::new(0));
+        let counted = late.clone();
+        let sub = node.create_subscription::<UInt8>(second, QoS::keep_last(4)).unwrap();
+        exec.add_subscription(sub, move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        node.create_publisher::<UInt8>(first, QoS::keep_last(4)).unwrap().publish_copy(&UInt8 { data: 1 }).unwrap();
+        assert_eq!(exec.spin_once(Duration::from_secs(5)).unwrap(), 1);
+        assert_eq!(late.load(Ordering::SeqCst), 0, "the second topic was not ready when the turn began");
+        assert_eq!(drain(&mut exec, DRAIN_LIMIT).unwrap(), 1);
+        assert_eq!(late.load(Ordering::SeqCst), 1);
+        // Nothing queued: the drain returns at once.
+        assert_eq!(drain(&mut exec, DRAIN_LIMIT).unwrap(), 0);
     }
 
     #[test]
