@@ -7,7 +7,7 @@ use crate::context::Context;
 use crate::error::{ContextError, ShmError};
 use crate::names::{expand_topic, normalize_namespace, validate_node_name};
 use crate::ros_discovery::Registration;
-use crate::topic::Ipc;
+use crate::topic::{Ipc, OpenTopics};
 
 impl Context {
     /// Creates a node in the root namespace.
@@ -35,7 +35,14 @@ impl Context {
         crate::process::add_own_node(iox.id().value());
         let in_graph = self.inner.ros_graph.add_node((namespace.clone(), name.to_string()));
         Ok(Node {
-            inner: Arc::new(NodeInner { ctx: self.clone(), name: name.into(), namespace, iox, _in_graph: in_graph }),
+            inner: Arc::new(NodeInner {
+                ctx: self.clone(),
+                name: name.into(),
+                namespace,
+                iox,
+                topics: OpenTopics::default(),
+                _in_graph: in_graph,
+            }),
         })
     }
 }
@@ -73,6 +80,8 @@ pub(crate) struct NodeInner {
     pub(crate) name: String,
     pub(crate) namespace: String,
     pub(crate) iox: iceoryx2::node::Node<Ipc>,
+    /// The services of the topics its endpoints have open.
+    pub(crate) topics: OpenTopics,
     /// Keeps the node in the ROS graph (`ros_discovery_info`) while it lives.
     _in_graph: Registration,
 }

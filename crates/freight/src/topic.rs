@@ -32,14 +32,53 @@ pub(crate) type EventService = iceoryx2::service::port_factory::event::PortFacto
 const TYPE_KEY: &str = "freight.type";
 const HASH_KEY: &str = "freight.type_hash";
 
-/// The two iceoryx2 services of a topic, opened by one node.
+/// The two iceoryx2 services of a topic, opened by one node and shared by
+/// its endpoints on the topic ([`OpenTopics`]).
 pub(crate) struct TopicServices {
     pub data: DataService,
     /// Shared with the wake-up a subscription's DDS reader makes when it needs one.
     pub event: Arc<EventService>,
+    /// The message type's hash the data service was opened with.
+    type_hash: u64,
 }
 
-pub(crate) fn open_services(
+/// The topics a node has open. Its endpoints on one topic share the topic's
+/// services: each opening of a service keeps its static and dynamic config
+/// open (two descriptors and a mapping), so a publisher and a subscription of
+/// one node on one topic cost four descriptors fewer than they did with a
+/// service each.
+#[derive(Default)]
+pub(crate) struct OpenTopics(Mutex<HashMap<String, Weak<TopicServices>>>);
+
+impl OpenTopics {
+    /// The services of `topic`: the node's, if an endpoint of it has them open
+    /// with the same type, else opened (or created) now. Another type on the
+    /// topic fails as [`open_services`] does.
+    pub(crate) fn open(
+        &self,
+        node: &iceoryx2::node::Node<Ipc>,
+        domain: u32,
+        topic: &str,
+        type_name: &'static str,
+        type_hash: u64,
+        limits: &Limits,
+    ) -> Result<Arc<TopicServices>, CreateError> {
+        // Held while opening: two threads of one node opening one topic get
+        // one set of services.
+        let mut open = lock(&self.0);
+        if let Some(services) = open.get(topic).and_then(Weak::upgrade) {
+            if services.type_hash == type_hash {
+                return Ok(services);
+            }
+        }
+        let services = Arc::new(open_services(node, domain, topic, type_name, type_hash, limits)?);
+        open.retain(|_, w| w.strong_count() > 0);
+        open.insert(topic.to_string(), Arc::downgrade(&services));
+        Ok(services)
+    }
+}
+
+fn open_services(
     node: &iceoryx2::node::Node<Ipc>,
     domain: u32,
     topic: &str,
@@ -94,7 +133,7 @@ pub(crate) fn open_services(
         .max_listeners(limits.max_subscriptions)
         .open_or_create()
         .map_err(CreateError::shm(topic, "opening the wake-up service"))?;
-    Ok(TopicServices { data, event: Arc::new(event) })
+    Ok(TopicServices { data, event: Arc::new(event), type_hash })
 }
 
 fn existing_type(node: &iceoryx2::node::Node<Ipc>, name: &ServiceName) -> Option<String> {

@@ -1949,14 +1949,25 @@ fn endpoint_fds() {
     let subs: Vec<_> =
         (0..count).map(|i| n.create_subscription::<UInt8MultiArray>(&topic(count + i), 5).unwrap()).collect();
     let with_subs = open_fds();
-    say(format!("FDS {} {}", (with_pubs - before) * 100 / count, (with_subs - with_pubs) * 100 / count));
-    drop((subs, pubs));
+    // A second subscription of the node on each of those topics.
+    let more: Vec<_> =
+        (0..count).map(|i| n.create_subscription::<UInt8MultiArray>(&topic(count + i), 5).unwrap()).collect();
+    let with_more = open_fds();
+    say(format!(
+        "FDS {} {} {}",
+        (with_pubs - before) * 100 / count,
+        (with_subs - with_pubs) * 100 / count,
+        (with_more - with_subs) * 100 / count
+    ));
+    drop((more, subs, pubs));
 }
 
 /// What an idle endpoint costs in descriptors: iceoryx2's port tag, the
 /// static and dynamic configs of the topic's two services, and the port's own
 /// segments or wake-up socket (8 today). A subscription's notifier for DDS
-/// arrivals (three more) is made only when something arrives over DDS.
+/// arrivals (three more) is made only when something arrives over DDS. A
+/// node's second endpoint on a topic shares the services the first opened:
+/// its ports' tags, event segment and socket (4; 8 with services of its own).
 #[test]
 fn an_idle_endpoint_costs_few_descriptors() {
     const NAME: &str = "an_idle_endpoint_costs_few_descriptors";
@@ -1966,9 +1977,10 @@ fn an_idle_endpoint_costs_few_descriptors() {
     let t = topic("fds");
     let mut kid = Kid::spawn(NAME, "endpoint_fds", &[("FREIGHT_TEST_TOPIC", &t), ("FREIGHT_TEST_COUNT", "20")]);
     let fds = kid.expect("FDS", T);
-    let (publisher, subscription): (usize, usize) = (fds[0].parse().unwrap(), fds[1].parse().unwrap());
+    let [publisher, subscription, second]: [usize; 3] = [0, 1, 2].map(|i| fds[i].parse().unwrap());
     assert!(publisher <= 900, "a publisher costs {:.2} descriptors", publisher as f64 / 100.0);
     assert!(subscription <= 900, "a subscription costs {:.2} descriptors", subscription as f64 / 100.0);
+    assert!(second <= 400, "a second subscription on a topic costs {:.2} descriptors", second as f64 / 100.0);
     kid.finish();
 }
 

@@ -24,7 +24,7 @@ use crate::node::Node;
 use crate::qos::{Durability, History, QoS};
 use crate::sample::Transport;
 use crate::sync::lock;
-use crate::topic::{local_topic, open_services, EventService, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::topic::{local_topic, EventService, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
 type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;
@@ -89,7 +89,7 @@ pub(crate) struct Receiver {
     wait: WaitMode,
     _local: Arc<LocalTopic>,
     intra: Arc<IntraQueue>,
-    pub(crate) services: TopicServices,
+    pub(crate) services: Arc<TopicServices>,
     iox: IoxSubscriber,
     pub(crate) listener: Listener,
     /// The DDS reader; `None` in a local-only context.
@@ -184,7 +184,7 @@ impl Receiver {
         let device = |k: BackendKind| accepts.contains(k).then(|| ctx.device_uuid(k)).flatten();
         let devices = OwnDevices { cuda: device(BackendKind::Cuda), fake_device: device(BackendKind::FakeDevice) };
         let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
-        let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
+        let services = node.inner.topics.open(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
         let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
         let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;
         // Listen before connecting so no wake-up between the two is lost.

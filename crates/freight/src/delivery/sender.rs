@@ -28,7 +28,7 @@ use crate::network::{NetworkWriter, PeerTag};
 use crate::node::Node;
 use crate::qos::{Durability, QoS};
 use crate::sync::lock;
-use crate::topic::{local_topic, open_services, Ipc, LocalTopic, TopicServices};
+use crate::topic::{local_topic, Ipc, LocalTopic, TopicServices};
 
 type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], ()>;
 type Notifier = iceoryx2::port::notifier::Notifier<Ipc>;
@@ -41,7 +41,7 @@ pub(crate) struct Sender {
     /// Bytes a loan reserves for the small fields and the buffer table.
     pub(crate) meta_reserve: usize,
     pub(super) local: Arc<LocalTopic>,
-    pub(super) services: TopicServices,
+    pub(super) services: Arc<TopicServices>,
     pub(super) iox: IoxPublisher,
     pub(super) notifier: Notifier,
     pub(super) summary: PeerSummary,
@@ -136,7 +136,7 @@ impl Sender {
         let device = pool.as_ref().and_then(|p| ctx.device_uuid(p.kind()));
         let device_tag = device.map(|u| DeviceTag::of_uuid(&u));
         let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
-        let services = open_services(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
+        let services = node.inner.topics.open(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
 
         let subscribers: Arc<Mutex<Subscribers>> = Arc::default();
         let missed = Arc::new(MissedReceivers::default());
