@@ -49,6 +49,15 @@ pub enum BagError {
         /// The ROS 2 type name.
         type_name: String,
     },
+    /// A type outside the built-in ones whose `.msg` files were not found
+    /// or not understood.
+    #[error("{type_name}: no message definition: {why}")]
+    NoDefinition {
+        /// The ROS 2 type name.
+        type_name: String,
+        /// Where it was looked for, or what was wrong with what was found.
+        why: String,
+    },
     /// A topic was added twice.
     #[error("topic {topic} is already in this bag")]
     DuplicateTopic {
