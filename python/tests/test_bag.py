@@ -23,6 +23,7 @@ fails, with the reason, where it cannot.
 
 import hashlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ from support import Child, fill_pattern, first_mismatch, peer, remove_dead_fastd
 #: ROS 2 Jazzy's message definitions, as rosbags ships them: what a stock node
 #: would decode the recorded bytes with.
 JAZZY = get_typestore(Stores.ROS2_JAZZY)
+LOG = "rcl_interfaces/msg/Log"
 IMAGE = "sensor_msgs/msg/Image"
 BLOB = "std_msgs/msg/UInt8MultiArray"
 #: Seconds a peer may take to start (rclpy's import and init are slow).
@@ -369,10 +371,16 @@ def test_a_recorder_whose_topics_pause_for_seconds_keeps_recording_and_stops_on_
 
 @pytest.mark.parametrize("distro", ["jazzy", "kilted"])
 def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_path, distro):
+    """A stock node's camera and its /rosout, whose type (rcl_interfaces/msg/Log)
+    freight has no Rust type for: that one is taken from DDS as CDR, its
+    definition from the stock install's .msg files, found through
+    AMENT_PREFIX_PATH (Jazzy) or --msg-path (Kilted)."""
     stock_python = stock_interpreter(distro)
+    prefix = Path(stock_python).parent.parent
     cam = new_topic("stock")
     bag = tmp_path / "from_stock"
-    frames, width, height = 12, 640, 480
+    frames, width, height, logs = 12, 640, 480, 5
+    definitions = ([], {"AMENT_PREFIX_PATH": str(prefix)}) if distro == "jazzy" else (["--msg-path", prefix / "share"], {})
     started = time.time()
     children = []
     try:
@@ -386,19 +394,23 @@ def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_pat
             children.append(pub)
             pub.expect("READY", timeout=START)
             rec = Child(
-                netns.argv(ns, [FREIGHT_BIN, "bag", "record", "-o", bag, cam]),
+                netns.argv(ns, [FREIGHT_BIN, "bag", "record", "-o", bag, cam, "/rosout", *definitions[0]]),
+                env=definitions[1],
                 clean_env=True,
                 sigint_default=True,
                 name="freight bag record",
             )
             children.append(rec)
+            pub.send(f"LOG {logs}")
+            pub.expect("LOGGED", timeout=EVENT)
             wait_stderr(rec, f"recording {cam} [", timeout=START)
+            wait_stderr(rec, "recording /rosout [rcl_interfaces/msg/Log] (from DDS, as CDR)", timeout=START)
             stream(pub, frames, 10, width, height)
             time.sleep(1.0)  # the last frames on their way through DDS
             status = stop_recorder(rec)
             assert status == 0, f"exit status {status}{rec.transcript()}"
             out = "\n".join(rec.stdout)
-            assert f"recorded {frames} messages on 1 topics into {bag} (1 file)" in out, rec.transcript()
+            assert f"messages on 2 topics into {bag} (1 file)" in out, rec.transcript()
     finally:
         for child in children:
             child.close()
@@ -408,10 +420,28 @@ def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_pat
     # default: reliable, volatile).
     messages = read_rosbags(bag)
     assert sorted(image_frames(messages, cam, width, height)) == list(range(frames))
-    topics = metadata(bag)["topics_with_message_count"]
-    assert len(topics) == 1 and topics[0]["message_count"] == frames
-    qos = topics[0]["topic_metadata"]["offered_qos_profiles"]
+    counts = {t["topic_metadata"]["name"]: t for t in metadata(bag)["topics_with_message_count"]}
+    assert counts[cam]["message_count"] == frames
+    qos = counts[cam]["topic_metadata"]["offered_qos_profiles"]
     assert "reliability: 1" in qos and "durability: 2" in qos, qos
+    # The log lines, logged before the recorder subscribed, came from the
+    # stock node's transient-local /rosout (reliable, transient local).
+    lines = [JAZZY.deserialize_cdr(raw, LOG).msg for t, _, raw in messages if t == "/rosout"]
+    assert [line for line in lines if line.startswith("log")] == [f"log{k}" for k in range(logs)], lines
+    assert counts["/rosout"]["message_count"] == len(lines)
+    assert counts["/rosout"]["topic_metadata"]["type"] == LOG
+    assert "durability: 1" in counts["/rosout"]["topic_metadata"]["offered_qos_profiles"]
+    # The schema is the stock install's Log.msg with its dependency, and the
+    # channel's type hash that of the install's type description.
+    with open(mcap_files(bag)[0], "rb") as f:
+        summary = make_reader(f).get_summary()
+    schema = next(s for s in summary.schemas.values() if s.name == LOG)
+    stock_msg = (prefix / "share/rcl_interfaces/msg/Log.msg").read_text()
+    assert schema.encoding == "ros2msg" and schema.data.decode().startswith(stock_msg)
+    assert "\nMSG: builtin_interfaces/Time\n" in schema.data.decode()
+    channel = next(c for c in summary.channels.values() if c.topic == "/rosout")
+    stock_hash = json.loads((prefix / "share/rcl_interfaces/msg/Log.json").read_text())["type_hashes"][0]["hash_string"]
+    assert channel.metadata["topic_type_hash"] == stock_hash
 
 
 def test_five_splits_lose_no_message_and_metadata_lists_every_file(tmp_path):
@@ -501,8 +531,9 @@ def test_a_recorder_killed_mid_stream_leaves_a_bag_that_reindex_makes_whole(tmp_
 
 def rosbags_image_bag(path, topic, count, width, height, version):
     """A bag written by rosbags' own rosbag2 writer (MCAP storage): ``count``
-    pattern images 100 ms apart, offered reliable and volatile. Returns the
-    first one's receive time (ns)."""
+    pattern images 100 ms apart on ``topic`` and as many log lines on
+    ``topic + "_log"``, offered reliable and volatile. Returns the first
+    image's receive time (ns)."""
     qos = Qos(
         history=QosHistory.KEEP_LAST,
         depth=10,
@@ -518,9 +549,22 @@ def rosbags_image_bag(path, topic, count, width, height, version):
     writer.open()
     try:
         conn = writer.add_connection(topic, IMAGE, typestore=JAZZY, offered_qos_profiles=[qos])
+        # rcl_interfaces/msg/Log, a type freight has no Rust type for: its
+        # lines "line0", "line1", ... between the images.
+        log = writer.add_connection(topic + "_log", LOG, typestore=JAZZY, offered_qos_profiles=[qos])
         start = time.time_ns()
         for k in range(count):
             writer.write(conn, start + k * 100_000_000, JAZZY.serialize_cdr(pattern_image(k, width, height), IMAGE))
+            line = JAZZY.types[LOG](
+                stamp=JAZZY.types["builtin_interfaces/msg/Time"](sec=k, nanosec=0),
+                level=20,
+                name="bag",
+                msg=f"line{k}",
+                file="",
+                function="",
+                line=0,
+            )
+            writer.write(log, start + k * 100_000_000 + 50_000_000, JAZZY.serialize_cdr(line, LOG))
     finally:
         writer.close()
     return start
@@ -554,22 +598,25 @@ def test_a_bag_written_by_rosbags_plays_to_a_freight_and_a_stock_subscriber(tmp_
     try:
         with netns.host() as ns:
             # Nothing configured, as in test_stock_ros2.py: no DDS XML, no ROS_*.
-            for stack, python in (("freight", sys.executable), ("stock", stock_python)):
-                argv = netns.argv(
-                    ns, [python, Path(__file__).parent / "peers" / "ros2_peer.py", stack, "sub", "image", topic]
-                )
-                children.append(Child(argv, clean_env=True, name=f"{stack}-sub"))
+            # The log lines go to a stock subscriber only: freight has no
+            # Rust type for them, and plays their CDR to DDS as it is.
+            subscribers = (("freight", sys.executable, "image", topic), ("stock", stock_python, "image", topic))
+            for stack, python, kind, name in (*subscribers, ("stock", stock_python, "log", topic + "_log")):
+                argv = netns.argv(ns, [python, Path(__file__).parent / "peers" / "ros2_peer.py", stack, "sub", kind, name])
+                children.append(Child(argv, clean_env=True, name=f"{stack}-{kind}-sub"))
                 children[-1].expect("READY", timeout=START)
             play = Child(
                 netns.argv(ns, [FREIGHT_BIN, "bag", "play", bag, "--delay", 2]), clean_env=True, name="freight bag play"
             )
             children.append(play)
             assert play.wait(timeout=EVENT) == 0, play.transcript()
-            assert any(line.startswith(f"played {count} messages on 1 topics") for line in play.stdout), (
+            assert any(line.startswith(f"played {2 * count} messages on 2 topics") for line in play.stdout), (
                 play.transcript()
             )
+            assert f"playing {topic}_log [rcl_interfaces/msg/Log] (to DDS, as CDR)" in play.stderr, play.transcript()
             for sub in children[:2]:
                 assert received(sub, count) == {k: (width, height, width * height * 4) for k in range(count)}, sub.name
+            assert received(children[2], count) == {k: (0, 0, len(f"line{k}")) for k in range(count)}
     finally:
         for child in children:
             child.close()
@@ -591,9 +638,10 @@ def clock_times(child, until_ns):
 def test_play_clock_drives_a_stock_node_on_sim_time_and_a_freight_subscriber(tmp_path):
     stock_python = stock_interpreter("jazzy")
     bag = tmp_path / "clocked"
-    # Ten messages over 0.9 s of recorded time; played at half speed: 1.8 s.
+    # Ten images and ten log lines over 0.95 s of recorded time; played at
+    # half speed: 1.9 s.
     start = rosbags_image_bag(bag, new_topic("clock"), 10, 32, 24, 8)
-    end = start + 900_000_000
+    end = start + 950_000_000
     started = time.time()
     children = []
     try:
@@ -615,7 +663,7 @@ def test_play_clock_drives_a_stock_node_on_sim_time_and_a_freight_subscriber(tmp
                 where = f"{child.name}: {times}{child.transcript()}"
                 assert all(start <= t <= end for t in times), where
                 assert times == sorted(times), where
-                # 50 Hz over 1.8 s of playing, each tick 10 ms of bag time:
+                # 50 Hz over 1.9 s of playing, each tick 10 ms of bag time:
                 # most of them reach even a best-effort subscriber.
                 assert len(times) >= 40 and times[-1] >= end - 50_000_000, where
     finally:

@@ -60,7 +60,7 @@ WAIT_LIMIT = 20.0
 parser = argparse.ArgumentParser()
 parser.add_argument("stack", choices=["stock", "freight"])
 parser.add_argument("role", choices=["pub", "sub"])
-parser.add_argument("type", choices=["image", "cloud", "imu"])
+parser.add_argument("type", choices=["image", "cloud", "imu", "log"])
 parser.add_argument("topic")
 parser.add_argument("--node", default=None)
 parser.add_argument("--reliability", choices=["reliable", "best_effort"], default="reliable")
@@ -73,6 +73,7 @@ if args.stack == "stock":
     import rclpy as ros
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rcl_interfaces.msg import Log
     from sensor_msgs.msg import Image, Imu, PointCloud2, PointField
 
     ros.init()
@@ -114,7 +115,8 @@ qos = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE if args.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,
     durability=DurabilityPolicy.TRANSIENT_LOCAL if args.durability == "transient_local" else DurabilityPolicy.VOLATILE,
 )
-msg_type = {"image": Image, "cloud": PointCloud2, "imu": Imu}[args.type]
+# "log": rcl_interfaces/msg/Log, a type freight has no Rust type for (stock only).
+msg_type = {"image": Image, "cloud": PointCloud2, "imu": Imu, "log": Log if args.stack == "stock" else None}[args.type]
 BYTES_PER_PIXEL = {"bgra8": 4, "rgb8": 3, "bgr8": 3, "mono8": 1, "mono16": 2}
 
 
@@ -124,6 +126,12 @@ held = collections.deque(maxlen=args.hold or None) if args.hold else None
 def on_message(msg):
     if held is not None:
         held.append(msg)
+    if args.type == "log":
+        # Line k is "line{k}" from the node "bag": GOT k 0 0 <length> OK.
+        k = int(msg.msg.removeprefix("line"))
+        ok = msg.name == "bag" and msg.msg == f"line{k}" and msg.level == 20
+        print(f"GOT {k} 0 0 {len(msg.msg)} {'OK' if ok else 'BAD ' + repr(msg)}", flush=True)
+        return
     k = int(msg.header.frame_id.removeprefix("frame"))
     if args.type == "imu":
         bad = imu_mismatch(msg, k)
@@ -258,6 +266,12 @@ def command(words):
                 spin_once(pause)
     elif verb == "GRAPH":
         graph(rest[0])
+    elif verb == "LOG" and args.stack == "stock":
+        # Lines "log0", "log1", ... through rclpy's logger: /rosout
+        # (rcl_interfaces/msg/Log), a type freight has no Rust type for.
+        for k in range(int(rest[0])):
+            node.get_logger().info(f"log{k}")
+        print("LOGGED", flush=True)
     else:
         print(f"ERR unknown command {verb}", flush=True)
 

@@ -4,6 +4,7 @@
 
 mod info;
 mod play;
+mod raw;
 mod record;
 
 use std::path::PathBuf;

@@ -9,16 +9,20 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use freight::{Durability, Message, Node, Publisher, QoS, Reliability};
 use freight_bag::{OfferedQos, Reader, Schema};
+use freight_dds::EndpointQos;
 use freight_msg::msgs::builtin_interfaces::Time;
 use freight_msg::msgs::rosgraph_msgs::Clock;
 
+use super::raw::RawTopics;
 use crate::stop;
 
 pub const PLAY_ABOUT: &str = "\
 Play a bag: publish each message at its recorded offset (receive time), with the QoS its
 publishers offered when it was recorded. freight subscribers on this host receive it through
 shared memory, stock ROS 2 nodes through the network plane. Bags written by `ros2 bag record`
-(MCAP storage), rosbags and the mcap tools play too, for freight's built-in message types.
+(MCAP storage), rosbags and the mcap tools play too. A topic of a type outside freight's built-in
+ones goes to DDS as the CDR it was recorded as (stock nodes, and freight subscriptions of a type
+of their own, receive it there).
 
 Copies per byte: the bag's chunk is read into memory, decoded into the message (its large fields
 in heap memory) and copied into the shared-memory frame.
@@ -79,6 +83,17 @@ impl<M: Message> Player for Publisher<M> {
     }
 }
 
+/// A topic of a type freight has no Rust type for: its recorded CDR as it is.
+impl Player for freight_dds::Writer {
+    fn publish_cdr(&self, data: &[u8]) -> Result<(), String> {
+        self.write_cdr(data).map_err(|e| e.to_string())
+    }
+}
+
+/// How long a reliable raw topic's write may wait for room, as rclpy's
+/// default profile lets a publisher (100 ms).
+const MAX_BLOCKING: Duration = Duration::from_millis(100);
+
 /// Runs `freight bag play`.
 pub fn run(args: &PlayArgs) -> Result<(), String> {
     stop::install();
@@ -89,12 +104,21 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
     let wanted: Vec<String> =
         args.topics.iter().map(|t| node.resolve_topic_name(t).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     let mut players: HashMap<String, Box<dyn Player>> = HashMap::new();
+    let mut raw = RawTopics::new(ctx.domain_id());
     for t in &metadata.topics {
         if !wanted.is_empty() && !wanted.contains(&t.name) {
             continue;
         }
+        let offered = OfferedQos::parse_list(&t.offered_qos_profiles);
+        let reliable = offered.iter().all(|q| q.reliability == freight_bag::Reliability::Reliable);
+        let transient =
+            !offered.is_empty() && offered.iter().all(|q| q.durability == freight_bag::Durability::TransientLocal);
         let Some(schema) = Schema::built_in(&t.type_name) else {
-            eprintln!("warning: not playing {}: {} is not one of freight's built-in types", t.name, t.type_name);
+            // A type freight has no Rust type for goes to DDS as the CDR it
+            // was recorded as, with the bag's own definition of it.
+            let qos = EndpointQos { reliable, transient_local: transient, ..EndpointQos::reliable(MAX_BLOCKING) };
+            players.insert(t.name.clone(), Box::new(raw.writer(&t.name, &t.type_name, &qos)?));
+            eprintln!("playing {} [{}] (to DDS, as CDR)", t.name, t.type_name);
             continue;
         };
         // The files' channels and metadata.yaml may each carry the hash
@@ -109,26 +133,15 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
                 ));
             }
         }
-        let offered = OfferedQos::parse_list(&t.offered_qos_profiles);
         let qos = QoS {
-            reliability: if offered.iter().all(|q| q.reliability == freight_bag::Reliability::Reliable) {
-                Reliability::Reliable
-            } else {
-                Reliability::BestEffort
-            },
-            durability: if !offered.is_empty()
-                && offered.iter().all(|q| q.durability == freight_bag::Durability::TransientLocal)
-            {
-                Durability::TransientLocal
-            } else {
-                Durability::Volatile
-            },
+            reliability: if reliable { Reliability::Reliable } else { Reliability::BestEffort },
+            durability: if transient { Durability::TransientLocal } else { Durability::Volatile },
             ..QoS::keep_last(10)
         };
         players.insert(t.name.clone(), publisher(&node, &t.name, &t.type_name, qos)?);
     }
     if players.is_empty() {
-        return Err(format!("nothing to play in {}: no topic of a built-in type was selected", args.bag.display()));
+        return Err(format!("nothing to play in {}: no topic was selected", args.bag.display()));
     }
     if !stop::sleep(Duration::from_secs_f64(args.delay.max(0.0))) {
         return Ok(());

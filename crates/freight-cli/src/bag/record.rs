@@ -25,7 +25,9 @@ use clap::{Args, ValueEnum};
 use freight::clock::monotonic_ns;
 use freight::{Durability, Executor, History, Node, QoS, Reliability, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
+use freight_dds::{EndpointQos, ReceivedCdr};
 
+use super::raw::RawTopics;
 use crate::resources;
 use crate::stop;
 use crate::subscribe::{realtime_ns, subscribe, Received};
@@ -54,6 +56,12 @@ Each topic is subscribed with the QoS its publishers offer (reliable only if all
 local only if all are), keeping all messages the queue allows, and its QoS is written into the
 bag. Topics named that do not exist yet are picked up when they appear, as are new topics with
 --all.
+
+Types outside freight's built-in ones (a stock node's /rosout, nav_msgs/msg/Odometry, your own
+package) are read from DDS as the CDR they travel as, and their definitions from a ROS 2
+install's .msg files: DIR/<package>/msg/<Type>.msg in each --msg-path DIR, then in the share
+directory of each prefix of AMENT_PREFIX_PATH. A topic whose definition is not found is not
+recorded, with a warning that says where freight looked.
 
 Copies per byte: two, none of them by the kernel: from the subscriber's sample (shared memory)
 into the CDR the bag holds, then into the file's block buffer, written with O_DIRECT past the page
@@ -114,6 +122,11 @@ pub struct RecordArgs {
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     pub domain: Option<u32>,
+    /// Where the .msg files of types outside freight's built-in ones are, laid out as a ROS 2
+    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
+    /// share directories of AMENT_PREFIX_PATH.
+    #[arg(long = "msg-path", value_name = "DIR")]
+    pub msg_paths: Vec<PathBuf>,
 }
 
 /// One message on its way to the writer.
@@ -385,6 +398,12 @@ fn receive(
     let mut exec = Executor::new();
     exec.on_take_error(|e| eprintln!("warning: a message could not be taken and was not recorded: {e}"));
     let mut topics: Vec<Topic> = Vec::new();
+    let mut into = Targets {
+        writer: writer.clone(),
+        cache: cache.clone(),
+        raw: RawTopics::new(node.context().domain_id()),
+        share_dirs: args.msg_paths.iter().cloned().chain(Schema::ament_share_dirs()).collect(),
+    };
     let start = Instant::now();
     let deadline = args.duration.map(|s| start + Duration::from_secs_f64(s.max(0.0)));
     let mut next_discovery = start;
@@ -397,7 +416,7 @@ fn receive(
         }
         if now >= next_discovery {
             next_discovery = now + DISCOVERY_PERIOD;
-            discover(&node, &wanted, args.all, &mut exec, &mut topics, writer, cache)?;
+            discover(&node, &wanted, args.all, &mut exec, &mut topics, &mut into)?;
         }
         let wait = deadline.map_or(Duration::from_millis(100), |d| (d - now).min(Duration::from_millis(100)));
         if topics.iter().any(|t| t.subscribed) {
@@ -411,6 +430,7 @@ fn receive(
     }
     if cache.failure().is_none() && topics.iter().any(|t| t.subscribed) {
         drain(&mut exec, DRAIN_LIMIT).map_err(|e| e.to_string())?;
+        into.raw.drain();
     }
     status.clear();
     Ok((topics, memory))
@@ -443,8 +463,7 @@ fn discover(
     all: bool,
     exec: &mut Executor,
     topics: &mut Vec<Topic>,
-    writer: &Arc<Mutex<Writer>>,
-    cache: &Arc<Cache>,
+    into: &mut Targets,
 ) -> Result<(), String> {
     let present = node.topic_names_and_types().map_err(|e| e.to_string())?;
     for t in present {
@@ -458,14 +477,17 @@ fn discover(
             // Nothing to learn the QoS from yet: look again at the next round.
             continue;
         }
-        let Some(schema) = Schema::built_in(&t.type_name) else {
-            eprintln!(
-                "warning: not recording {}: {}",
-                t.name,
-                freight_bag::BagError::UnknownType { type_name: t.type_name.clone() }
-            );
-            topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false });
-            continue;
+        // A type freight has no Rust type for is read raw from DDS, its
+        // definition taken from a ROS 2 install's .msg files.
+        let built_in = Schema::built_in(&t.type_name);
+        let schema = match built_in.clone().map_or_else(|| Schema::from_share_dirs(&t.type_name, &into.share_dirs), Ok)
+        {
+            Ok(schema) => schema,
+            Err(e) => {
+                eprintln!("warning: not recording {}: {e}", t.name);
+                topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false });
+                continue;
+            }
         };
         let reliable = publishers.iter().all(|p| p.reliability == Reliability::Reliable);
         let transient = publishers.iter().all(|p| p.durability == Durability::TransientLocal);
@@ -488,18 +510,46 @@ fn discover(
             history: History::KeepAll,
             ..QoS::keep_last(1)
         };
-        let id = writer
+        let id = into
+            .writer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .add_topic(&t.name, schema, &offered)
             .map_err(|e| e.to_string())?;
         let stats: Arc<Mutex<TopicStats>> = Arc::default();
-        let sink = Sink { topic: id, stats: stats.clone(), cache: cache.clone() };
-        subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| sink.take(s)))?;
-        eprintln!("recording {} [{}]{}", t.name, t.type_name, if reliable { "" } else { " (best effort)" });
+        let sink = Sink { topic: id, stats: stats.clone(), cache: into.cache.clone() };
+        if built_in.is_some() {
+            subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| sink.take(s)))?;
+        } else {
+            let qos = EndpointQos {
+                reliable,
+                transient_local: transient,
+                depth: None,
+                max_samples: Some(u32::try_from(node.context().limits().max_depth).unwrap_or(u32::MAX)),
+                ..EndpointQos::reliable(Duration::from_millis(100))
+            };
+            into.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(move |s| sink.take_cdr(s)))?;
+        }
+        let how = match (reliable, built_in.is_some()) {
+            (true, true) => "",
+            (false, true) => " (best effort)",
+            (true, false) => " (from DDS, as CDR)",
+            (false, false) => " (best effort, from DDS, as CDR)",
+        };
+        eprintln!("recording {} [{}]{how}", t.name, t.type_name);
         topics.push(Topic { name: t.name, stats, subscribed: true });
     }
     Ok(())
+}
+
+/// Where discovered topics are recorded: the bag, the cache before it, the
+/// raw topics, and where the definitions of types outside the built-in ones
+/// are looked for.
+struct Targets {
+    writer: Arc<Mutex<Writer>>,
+    cache: Arc<Cache>,
+    raw: RawTopics,
+    share_dirs: Vec<PathBuf>,
 }
 
 /// Where a topic's callback puts its messages.
@@ -535,6 +585,23 @@ impl Sink {
         // MCAP keeps 32 bits of the sequence number; the full one is in the frame.
         let sequence = info.sequence as u32;
         self.cache.push(Cached { topic: self.topic, data, log_time_ns, publish_time_ns, sequence });
+    }
+
+    /// Copies a raw topic's sample (CDR as it came over DDS) into a buffer of
+    /// the cache, counts it and queues it for the writer.
+    fn take_cdr(&self, s: &ReceivedCdr) {
+        let log_time_ns = realtime_ns();
+        let mut data = self.cache.buffer();
+        data.extend_from_slice(s.bytes());
+        // DDS shows no sequence numbers: counted, not checked.
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).count(
+            s.publication_handle(),
+            0,
+            Transport::Network,
+            data.len(),
+        );
+        let publish_time_ns = u64::try_from(s.source_timestamp_ns()).unwrap_or(log_time_ns);
+        self.cache.push(Cached { topic: self.topic, data, log_time_ns, publish_time_ns, sequence: 0 });
     }
 }
 

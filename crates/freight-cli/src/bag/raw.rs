@@ -1,0 +1,133 @@
+//! Topics of types freight has no Rust type for (a stock node's `/rosout`,
+//! `rcl_interfaces/msg/Log`; `nav_msgs/msg/Odometry`; a user's own package),
+//! taken and played as they travel: a DDS reader of the topic hands over each
+//! sample's CDR without decoding it, and a DDS writer sends recorded CDR as it
+//! is, as `ros2 bag` does with its generic subscriptions and publishers. What the bag needs besides, the type's definition, comes from
+//! the `.msg` files of a ROS 2 install (`Schema::from_share_dirs`). freight's
+//! own publishers of such types (Rust `message!` types) reach the recorder this
+//! way too, as CDR over DDS.
+
+use std::sync::{Arc, OnceLock};
+
+use freight_dds::{DdsConfig, EndpointQos, Participant, Reader, ReceivedCdr, Writer};
+
+/// What a raw topic does with each sample it takes.
+pub type OnCdr = Box<dyn Fn(&ReceivedCdr) + Send + Sync>;
+
+/// One reader and what it hands its samples to.
+struct Raw {
+    /// Set once the reader exists: samples that arrive before wait in it for
+    /// the next arrival, or the drain at the end.
+    reader: OnceLock<Reader>,
+    on_cdr: OnCdr,
+}
+
+impl Raw {
+    /// Hands over every sample the reader holds; how many.
+    fn take_all(&self) -> usize {
+        let Some(reader) = self.reader.get() else { return 0 };
+        let mut taken = 0;
+        loop {
+            match reader.take() {
+                Ok(Some(sample)) => {
+                    (self.on_cdr)(&sample);
+                    taken += 1;
+                }
+                Ok(None) => return taken,
+                Err(e) => {
+                    eprintln!("warning: a message could not be taken from DDS and was not recorded: {e}");
+                    return taken;
+                }
+            }
+        }
+    }
+}
+
+/// The raw topics of one recording or playback, on a DDS participant of their
+/// own (made with the first; freight's context keeps its own to itself).
+pub struct RawTopics {
+    domain: u32,
+    participant: Option<Arc<Participant>>,
+    topics: Vec<Arc<Raw>>,
+}
+
+impl RawTopics {
+    pub fn new(domain: u32) -> Self {
+        RawTopics { domain, participant: None, topics: Vec::new() }
+    }
+
+    /// Reads `topic` (a ROS name, `/rosout`) of `type_name`
+    /// (`rcl_interfaces/msg/Log`) with `qos`; `on_cdr` runs on a Cyclone DDS
+    /// thread for each sample (CDR with its encapsulation header), so a full
+    /// cache that blocks it holds back that participant's deliveries: the
+    /// push-back a reliable publisher's QoS asks for.
+    pub fn subscribe(&mut self, topic: &str, type_name: &str, qos: &EndpointQos, on_cdr: OnCdr) -> Result<(), String> {
+        let participant = self.participant(topic)?;
+        let raw = Arc::new(Raw { reader: OnceLock::new(), on_cdr });
+        let woken = Arc::downgrade(&raw);
+        let on_data = Box::new(move || {
+            if let Some(raw) = woken.upgrade() {
+                raw.take_all();
+            }
+        });
+        let reader = participant
+            .create_reader(&dds_topic(topic), &dds_type(type_name), qos, on_data)
+            .map_err(|e| format!("{topic}: making its DDS reader: {e}"))?;
+        // Set once: a fresh cell.
+        let _ = raw.reader.set(reader);
+        raw.take_all();
+        self.topics.push(raw);
+        Ok(())
+    }
+
+    /// A writer of `topic` of `type_name` with `qos`, for CDR as it was recorded.
+    pub fn writer(&mut self, topic: &str, type_name: &str, qos: &EndpointQos) -> Result<Writer, String> {
+        self.participant(topic)?
+            .create_writer(&dds_topic(topic), &dds_type(type_name), qos, Box::new(|| {}))
+            .map_err(|e| format!("{topic}: making its DDS writer: {e}"))
+    }
+
+    /// The participant, made with the first topic.
+    fn participant(&mut self, topic: &str) -> Result<Arc<Participant>, String> {
+        if let Some(p) = &self.participant {
+            return Ok(p.clone());
+        }
+        let p = Participant::new(self.domain, &DdsConfig::default())
+            .map(Arc::new)
+            .map_err(|e| format!("{topic}: joining DDS domain {}: {e}", self.domain))?;
+        Ok(self.participant.insert(p).clone())
+    }
+
+    /// Takes what every reader still holds (at the end of a recording); how many.
+    pub fn drain(&self) -> usize {
+        self.topics.iter().map(|raw| raw.take_all()).sum()
+    }
+}
+
+/// The DDS topic of a ROS topic, as every ROS 2 middleware names it: `/rosout`
+/// is `rt/rosout`.
+fn dds_topic(topic: &str) -> String {
+    format!("rt/{}", topic.trim_start_matches('/'))
+}
+
+/// The DDS type of a ROS type: `rcl_interfaces/msg/Log` is
+/// `rcl_interfaces::msg::dds_::Log_`.
+fn dds_type(type_name: &str) -> String {
+    match type_name.rsplit_once('/') {
+        Some((scope, name)) => format!("{}::dds_::{name}_", scope.replace('/', "::")),
+        None => type_name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_those_ros2_uses_on_the_wire() {
+        assert_eq!(dds_topic("/rosout"), "rt/rosout");
+        assert_eq!(dds_topic("/robot/odom"), "rt/robot/odom");
+        assert_eq!(dds_type("rcl_interfaces/msg/Log"), "rcl_interfaces::msg::dds_::Log_");
+        assert_eq!(dds_type("nav_msgs/msg/Odometry"), "nav_msgs::msg::dds_::Odometry_");
+    }
+}
