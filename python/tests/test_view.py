@@ -27,7 +27,9 @@ import time
 import numpy as np
 import pytest
 import websockets.sync.client
-from conftest import FREIGHT_BIN
+from conftest import FREIGHT_BIN, REPO
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from support import Child, fill_pattern, first_mismatch
 
@@ -44,6 +46,7 @@ EVENT = 20.0
 SUBPROTOCOL = "foxglove.sdk.v1"
 IMAGE = "sensor_msgs/msg/Image"
 STRING = "std_msgs/msg/String"
+LOG = "rcl_interfaces/msg/Log"
 
 _topics = itertools.count()
 
@@ -209,6 +212,54 @@ def test_a_foxglove_client_gets_images_and_strings_that_decode_against_the_adver
         view.close()
 
 
+def log_bag(path, topic, count):
+    """A bag (rosbags' writer) of ``count`` rcl_interfaces/msg/Log lines
+    "line0", "line1", ... 50 ms apart on ``topic``."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    writer = Rosbag2Writer(path, version=8, storage_plugin=StoragePlugin.MCAP)
+    writer.open()
+    try:
+        conn = writer.add_connection(topic, LOG, typestore=store)
+        start = time.time_ns()
+        for k in range(count):
+            stamp = store.types["builtin_interfaces/msg/Time"](sec=k, nanosec=0)
+            line = store.types[LOG](stamp=stamp, level=20, name="bag", msg=f"line{k}", file="", function="", line=0)
+            writer.write(conn, start + k * 50_000_000, store.serialize_cdr(line, LOG))
+    finally:
+        writer.close()
+
+
+def test_a_type_freight_has_no_rust_type_for_is_served_from_dds_with_its_install_definition(tmp_path):
+    """rcl_interfaces/msg/Log (a stock node's /rosout): `freight bag play`
+    sends a bag's lines to DDS as CDR, `freight view` reads them raw and
+    advertises the definition of the stock Jazzy install that --msg-path names;
+    the lines decode against it."""
+    topic = new_topic("log")
+    share = REPO / ".venv-ros-jazzy" / "share"
+    if not (share / "rcl_interfaces" / "msg" / "Log.msg").is_file():
+        pytest.fail(f"no stock ROS 2 Jazzy install at {share}: run scripts/install-deps.sh")
+    log_bag(tmp_path / "logs", topic, 20)
+    view = View([topic], "--msg-path", share)
+    play = Child([FREIGHT_BIN, "bag", "play", tmp_path / "logs", "--loop"], sigint_default=True, name="freight bag play")
+    try:
+        client = Client(view.url)
+        try:
+            (channel,) = client.wait_advertised([topic])
+            assert channel["schemaName"] == LOG
+            assert channel["schema"].startswith((share / "rcl_interfaces" / "msg" / "Log.msg").read_text())
+            sub_id = client.subscribe(channel)
+            decode = decoder(channel)
+            lines = []
+            read_for(client, EVENT, lambda f: f[1] == sub_id and lines.append(decode(f[3]).msg), lambda: len(lines) >= 5)
+        finally:
+            client.close()
+        assert len(lines) >= 5 and all(re.fullmatch(r"line\d+", line) for line in lines), lines
+        assert "serving " + topic + " [rcl_interfaces/msg/Log] (from DDS, as CDR)" in view.child.stderr
+    finally:
+        play.close()
+        view.close()
+
+
 def test_all_serves_a_topic_that_appears_after_the_client_connected(pub_node):
     late = new_topic("late")
     view = View([], "--all")
@@ -284,10 +335,11 @@ def every_message(topic):
     return stop
 
 
-def read_for(client, seconds, on_data):
-    """Reads ``client``'s frames for ``seconds``, handing each MessageData to ``on_data``."""
+def read_for(client, seconds, on_data, until=lambda: False):
+    """Reads ``client``'s frames for ``seconds`` (or until ``until()``), handing
+    each MessageData to ``on_data``."""
     deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
+    while not until() and (left := deadline - time.monotonic()) > 0:
         try:
             frame = client.recv(left)
         except TimeoutError:

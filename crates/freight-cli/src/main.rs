@@ -17,6 +17,7 @@ mod demo;
 mod doctor;
 mod lab;
 mod private_dir;
+mod raw;
 mod resources;
 mod ros_args;
 mod service;

@@ -4,7 +4,6 @@
 
 mod info;
 mod play;
-mod raw;
 mod record;
 
 use std::path::PathBuf;

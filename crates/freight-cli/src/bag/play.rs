@@ -13,7 +13,7 @@ use freight_dds::EndpointQos;
 use freight_msg::msgs::builtin_interfaces::Time;
 use freight_msg::msgs::rosgraph_msgs::Clock;
 
-use super::raw::RawTopics;
+use crate::raw::RawTopics;
 use crate::stop;
 
 pub const PLAY_ABOUT: &str = "\

@@ -27,7 +27,7 @@ use freight::{Durability, Executor, History, Node, QoS, Reliability, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
 use freight_dds::{EndpointQos, ReceivedCdr};
 
-use super::raw::RawTopics;
+use crate::raw::{self, RawTopics};
 use crate::resources;
 use crate::stop;
 use crate::subscribe::{realtime_ns, subscribe, Received};
@@ -285,8 +285,10 @@ impl TopicStats {
 struct Topic {
     name: String,
     stats: Arc<Mutex<TopicStats>>,
-    /// False for a topic seen but not recorded (a type freight does not know).
+    /// False for a topic seen but not recorded (no definition of its type).
     subscribed: bool,
+    /// Subscribed through the executor (a built-in type), not raw from DDS.
+    typed: bool,
 }
 
 /// Runs `freight bag record`; the exit status is 2 when messages were lost.
@@ -402,7 +404,7 @@ fn receive(
         writer: writer.clone(),
         cache: cache.clone(),
         raw: RawTopics::new(node.context().domain_id()),
-        share_dirs: args.msg_paths.iter().cloned().chain(Schema::ament_share_dirs()).collect(),
+        share_dirs: raw::definition_dirs(&args.msg_paths),
     };
     let start = Instant::now();
     let deadline = args.duration.map(|s| start + Duration::from_secs_f64(s.max(0.0)));
@@ -419,17 +421,20 @@ fn receive(
             discover(&node, &wanted, args.all, &mut exec, &mut topics, &mut into)?;
         }
         let wait = deadline.map_or(Duration::from_millis(100), |d| (d - now).min(Duration::from_millis(100)));
-        if topics.iter().any(|t| t.subscribed) {
+        // An executor without subscriptions cannot wait; raw topics take
+        // their messages on DDS threads.
+        if topics.iter().any(|t| t.typed) {
             exec.spin_once(wait).map_err(|e| e.to_string())?;
         } else {
-            // Nothing to wait on yet (an executor without subscriptions cannot wait).
             stop::sleep(wait);
         }
         status.maybe_print(&topics, writer);
         memory.maybe_sample();
     }
-    if cache.failure().is_none() && topics.iter().any(|t| t.subscribed) {
-        drain(&mut exec, DRAIN_LIMIT).map_err(|e| e.to_string())?;
+    if cache.failure().is_none() {
+        if topics.iter().any(|t| t.typed) {
+            drain(&mut exec, DRAIN_LIMIT).map_err(|e| e.to_string())?;
+        }
         into.raw.drain();
     }
     status.clear();
@@ -485,7 +490,7 @@ fn discover(
             Ok(schema) => schema,
             Err(e) => {
                 eprintln!("warning: not recording {}: {e}", t.name);
-                topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false });
+                topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false, typed: false });
                 continue;
             }
         };
@@ -537,7 +542,7 @@ fn discover(
             (false, false) => " (best effort, from DDS, as CDR)",
         };
         eprintln!("recording {} [{}]{how}", t.name, t.type_name);
-        topics.push(Topic { name: t.name, stats, subscribed: true });
+        topics.push(Topic { name: t.name, stats, subscribed: true, typed: built_in.is_some() });
     }
     Ok(())
 }

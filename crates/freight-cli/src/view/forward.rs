@@ -1,4 +1,5 @@
-//! One topic's way from its freight subscription to its Foxglove channel.
+//! One topic's way from its freight subscription (or raw DDS reader) to its
+//! Foxglove channel.
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -6,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use foxglove::{PartialMetadata, RawChannel};
+use freight_dds::ReceivedCdr;
+use freight_msg::EncodeError;
 
 use super::throttle;
 use crate::subscribe::{realtime_ns, Received};
@@ -46,6 +49,23 @@ impl Forward {
     /// Encodes `s` and logs it to the channel, if a client is subscribed to it
     /// and the budget allows; otherwise it is not even encoded.
     pub fn on_sample(&mut self, s: &dyn Received) {
+        self.forward(|buf| s.encode(buf));
+    }
+
+    /// As [`on_sample`](Self::on_sample), for a raw topic's sample: its CDR
+    /// as it came over DDS, copied once into the buffer.
+    pub fn on_cdr(&mut self, s: &ReceivedCdr) {
+        self.forward(|mut buf| {
+            buf.clear();
+            buf.extend_from_slice(s.bytes());
+            Ok(buf)
+        });
+    }
+
+    /// Logs what `encode` writes into the buffer it is given (the last
+    /// message's allocation) to the channel, if a client is subscribed and the
+    /// budget allows.
+    fn forward(&mut self, encode: impl FnOnce(Vec<u8>) -> Result<Vec<u8>, EncodeError>) {
         let received_ns = realtime_ns();
         self.stats.received.fetch_add(1, Relaxed);
         // The server keeps each channel's set of subscribed clients up to date.
@@ -64,7 +84,7 @@ impl Forward {
             }
             None => None,
         };
-        let data = match s.encode(std::mem::take(&mut self.buf)) {
+        let data = match encode(std::mem::take(&mut self.buf)) {
             Ok(data) => data,
             Err(e) => {
                 if self.stats.failed.fetch_add(1, Relaxed) == 0 {

@@ -15,15 +15,18 @@ mod server;
 mod throttle;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use freight::{Executor, History, Node, QoS};
 use freight_bag::Schema;
+use freight_dds::{EndpointQos, ReceivedCdr};
 
+use crate::raw::{self, RawTopics};
 use crate::stop;
 use crate::subscribe::{subscribe, Received};
 use forward::{Budget, Forward, TopicStats};
@@ -50,8 +53,12 @@ The first line on stdout is `freight view: serving N topics on ws://HOST:PORT ..
 channel: message encoding cdr, schema pkg/msg/Type in encoding ros2msg with the full
 definition (as in a bag); each message is the CDR with its 4-byte header, its log time the
 time freight view received it (nanoseconds since the epoch). Topics named that do not exist
-yet are served when they appear, as are new topics with --all. A named topic of a type
-freight does not know is an error; with --all it is skipped with a warning.
+yet are served when they appear, as are new topics with --all. Types outside freight's
+built-in ones (a stock node's /rosout, nav_msgs/msg/Odometry, your own package) are read from
+DDS as the CDR they travel as, with their definitions from a ROS 2 install's .msg files:
+DIR/<package>/msg/<Type>.msg in each --msg-path DIR, then in the share directory of each prefix
+of AMENT_PREFIX_PATH. A named topic whose type has no definition there is an error; with --all
+it is skipped with a warning.
 
 A message is encoded only while a client is subscribed to its channel. Nothing waits for a
 client: the freight subscriptions are best effort, keep last 2, so a publisher never waits
@@ -91,6 +98,11 @@ pub struct ViewArgs {
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     pub domain: Option<u32>,
+    /// Where the .msg files of types outside freight's built-in ones are, laid out as a ROS 2
+    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
+    /// share directories of AMENT_PREFIX_PATH.
+    #[arg(long = "msg-path", value_name = "DIR")]
+    pub msg_paths: Vec<PathBuf>,
 }
 
 /// What can stop `freight view`.
@@ -110,7 +122,7 @@ pub enum ViewError {
     },
     #[error("starting the Foxglove server: {0}")]
     Server(#[source] foxglove::FoxgloveError),
-    #[error("{topic}: {source}; freight view serves the built-in types (`freight topic list -t` shows each topic's)")]
+    #[error("{topic}: {source}")]
     UnknownType {
         topic: String,
         #[source]
@@ -130,8 +142,10 @@ pub enum ViewError {
 /// A topic seen in the graph.
 struct Topic {
     name: String,
-    /// `None` for a topic not served (a type freight does not know, with --all).
+    /// `None` for a topic not served (no definition of its type, with --all).
     stats: Option<Arc<TopicStats>>,
+    /// Subscribed through the executor (a built-in type), not raw from DDS.
+    typed: bool,
 }
 
 /// Runs `freight view` until Ctrl-C or SIGTERM.
@@ -189,23 +203,40 @@ fn receive(
     let mut topics: Vec<Topic> = Vec::new();
     let mut next_discovery = Instant::now();
     let mut status = Status::new();
+    let mut to = Serving {
+        server,
+        budget,
+        raw: RawTopics::new(node.context().domain_id()),
+        definition_dirs: raw::definition_dirs(&args.msg_paths),
+    };
     while !stop::requested() {
         let now = Instant::now();
         if now >= next_discovery {
             next_discovery = now + DISCOVERY_PERIOD;
-            discover(node, wanted, args.all, &mut exec, &mut topics, server, budget)?;
+            discover(node, wanted, args.all, &mut exec, &mut topics, &mut to)?;
         }
         let wait = Duration::from_millis(100);
-        if topics.iter().any(|t| t.stats.is_some()) {
+        // An executor without subscriptions cannot wait; raw topics take
+        // their messages on DDS threads.
+        if topics.iter().any(|t| t.typed) {
             exec.spin_once(wait).map_err(|e| ViewError::Freight(e.to_string()))?;
         } else {
-            // Nothing to wait on yet (an executor without subscriptions cannot wait).
             stop::sleep(wait);
         }
         status.maybe_print(&topics, server);
     }
     status.clear();
     Ok(topics)
+}
+
+/// Where discovered topics are served: the server, the budget they share,
+/// the raw topics, and where definitions of types outside the built-in ones
+/// are looked for.
+struct Serving<'a> {
+    server: &'a Server,
+    budget: &'a Budget,
+    raw: RawTopics,
+    definition_dirs: Vec<PathBuf>,
 }
 
 /// Subscribes to the wanted topics that exist and are not served yet, each
@@ -216,38 +247,54 @@ fn discover(
     all: bool,
     exec: &mut Executor,
     topics: &mut Vec<Topic>,
-    server: &Server,
-    budget: &Budget,
+    to: &mut Serving<'_>,
 ) -> Result<(), ViewError> {
     let present = node.topic_names_and_types().map_err(|e| ViewError::Freight(e.to_string()))?;
     for t in present {
         if topics.iter().any(|x| x.name == t.name) || !(all || wanted.contains(&t.name)) {
             continue;
         }
-        let Some(schema) = Schema::built_in(&t.type_name) else {
-            let error = ViewError::UnknownType {
-                topic: t.name.clone(),
-                source: freight_bag::BagError::UnknownType { type_name: t.type_name.clone() },
-            };
-            if !all {
-                return Err(error);
+        // A type freight has no Rust type for is read raw from DDS, its
+        // definition taken from a ROS 2 install's .msg files.
+        let built_in = Schema::built_in(&t.type_name);
+        let found = built_in.clone().map_or_else(|| Schema::from_share_dirs(&t.type_name, &to.definition_dirs), Ok);
+        let schema = match found {
+            Ok(schema) => schema,
+            Err(source) => {
+                let error = ViewError::UnknownType { topic: t.name.clone(), source };
+                if !all {
+                    return Err(error);
+                }
+                eprintln!("warning: not serving {error}");
+                topics.push(Topic { name: t.name, stats: None, typed: false });
+                continue;
             }
-            eprintln!("warning: not serving {error}");
-            topics.push(Topic { name: t.name, stats: None });
-            continue;
         };
-        let qos = QoS { history: History::KeepLast(SUBSCRIPTION_DEPTH), ..QoS::sensor_data() };
         let stats: Arc<TopicStats> = Arc::default();
         let mut forward = Forward {
-            channel: server.channel(&t.name, &schema)?,
-            budget: budget.clone(),
+            channel: to.server.channel(&t.name, &schema)?,
+            budget: to.budget.clone(),
             stats: stats.clone(),
             buf: Vec::new(),
         };
-        subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| forward.on_sample(s)))
-            .map_err(ViewError::Freight)?;
-        eprintln!("serving {} [{}]", crate::topic::shown(&t.name), t.type_name);
-        topics.push(Topic { name: t.name, stats: Some(stats) });
+        if built_in.is_some() {
+            let qos = QoS { history: History::KeepLast(SUBSCRIPTION_DEPTH), ..QoS::sensor_data() };
+            subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| forward.on_sample(s)))
+                .map_err(ViewError::Freight)?;
+            eprintln!("serving {} [{}]", crate::topic::shown(&t.name), t.type_name);
+        } else {
+            // Best effort, keep last SUBSCRIPTION_DEPTH, as the typed ones.
+            let qos = EndpointQos {
+                reliable: false,
+                depth: Some(SUBSCRIPTION_DEPTH as u32),
+                ..EndpointQos::reliable(Duration::ZERO)
+            };
+            let forward = Mutex::new(forward);
+            let on_cdr = move |s: &ReceivedCdr| forward.lock().unwrap_or_else(|p| p.into_inner()).on_cdr(s);
+            to.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
+            eprintln!("serving {} [{}] (from DDS, as CDR)", crate::topic::shown(&t.name), t.type_name);
+        }
+        topics.push(Topic { name: t.name, stats: Some(stats), typed: built_in.is_some() });
     }
     Ok(())
 }

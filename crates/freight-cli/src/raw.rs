@@ -1,12 +1,15 @@
 //! Topics of types freight has no Rust type for (a stock node's `/rosout`,
 //! `rcl_interfaces/msg/Log`; `nav_msgs/msg/Odometry`; a user's own package),
-//! taken and played as they travel: a DDS reader of the topic hands over each
-//! sample's CDR without decoding it, and a DDS writer sends recorded CDR as it
-//! is, as `ros2 bag` does with its generic subscriptions and publishers. What the bag needs besides, the type's definition, comes from
-//! the `.msg` files of a ROS 2 install (`Schema::from_share_dirs`). freight's
-//! own publishers of such types (Rust `message!` types) reach the recorder this
-//! way too, as CDR over DDS.
+//! as `freight bag` and `freight view` take and play them: a DDS reader of the
+//! topic hands over each sample's CDR without decoding it, and a DDS writer
+//! sends recorded CDR as it is, as `ros2 bag` does with its generic
+//! subscriptions and publishers. What a bag or a Foxglove channel needs
+//! besides, the type's definition, comes from the `.msg` files of a ROS 2
+//! install ([`definition_dirs`]). freight's own publishers of such types (Rust
+//! `message!` types) are reached this way too, as CDR over DDS. The typed
+//! counterpart, for the built-in types, is [`crate::subscribe`].
 
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use freight_dds::{DdsConfig, EndpointQos, Participant, Reader, ReceivedCdr, Writer};
@@ -102,6 +105,13 @@ impl RawTopics {
     pub fn drain(&self) -> usize {
         self.topics.iter().map(|raw| raw.take_all()).sum()
     }
+}
+
+/// Where definitions of types outside the built-in ones are looked for: the
+/// directories given with `--msg-path`, then the `share/` directories of
+/// `AMENT_PREFIX_PATH`.
+pub fn definition_dirs(msg_paths: &[PathBuf]) -> Vec<PathBuf> {
+    msg_paths.iter().cloned().chain(freight_bag::Schema::ament_share_dirs()).collect()
 }
 
 /// The DDS topic of a ROS topic, as every ROS 2 middleware names it: `/rosout`
