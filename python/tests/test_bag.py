@@ -623,6 +623,36 @@ def test_a_bag_written_by_rosbags_plays_to_a_freight_and_a_stock_subscriber(tmp_
         remove_dead_fastdds_segments(started)
 
 
+def test_a_type_freight_has_no_rust_type_for_plays_and_records_byte_exact(tmp_path):
+    """rcl_interfaces/msg/Log lines of a rosbags-written bag, played to DDS as CDR
+    and recorded from DDS as CDR, the definition from the stock Jazzy install
+    (--msg-path): the new bag holds the same bytes, under the install's schema.
+    The recorder records that topic alone, with no typed subscription at all."""
+    share = REPO / ".venv-ros-jazzy" / "share"
+    if not (share / "rcl_interfaces" / "msg" / "Log.msg").is_file():
+        pytest.fail(f"no stock ROS 2 Jazzy install at {share}: run scripts/install-deps.sh")
+    topic = new_topic("raw")
+    played, recorded = tmp_path / "played", tmp_path / "recorded"
+    rosbags_image_bag(played, topic, 10, 32, 24, 8)
+    log = topic + "_log"
+    play = Child([FREIGHT_BIN, "bag", "play", played, "--topics", log, "--delay", 3], name="freight bag play")
+    try:
+        rec = start_recorder(recorded, [log], "--msg-path", share)
+        try:
+            assert play.wait(timeout=EVENT) == 0, play.transcript()
+            time.sleep(0.5)  # the last line on its way through DDS
+            assert stop_recorder(rec) == 0, rec.transcript()
+        finally:
+            rec.close()
+    finally:
+        play.close()
+    original = [raw for t, _, raw in read_rosbags(played) if t == log]
+    assert [raw for t, _, raw in read_rosbags(recorded) if t == log] == original
+    assert [JAZZY.deserialize_cdr(raw, LOG).msg for raw in original] == [f"line{k}" for k in range(10)]
+    (topic_info,) = metadata(recorded)["topics_with_message_count"]
+    assert topic_info["message_count"] == 10 and topic_info["topic_metadata"]["type"] == LOG
+
+
 def clock_times(child, until_ns):
     """The times a clock peer printed until one reached ``until_ns`` (or it
     stopped printing)."""
