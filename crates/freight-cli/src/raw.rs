@@ -10,7 +10,7 @@
 //! counterpart, for the built-in types, is [`crate::subscribe`].
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use freight_dds::{DdsConfig, EndpointQos, Participant, Reader, ReceivedCdr, Writer};
 
@@ -19,16 +19,20 @@ pub type OnCdr = Box<dyn Fn(&ReceivedCdr) + Send + Sync>;
 
 /// One reader and what it hands its samples to.
 struct Raw {
-    /// Set once the reader exists: samples that arrive before wait in it for
-    /// the next arrival, or the drain at the end.
-    reader: OnceLock<Reader>,
+    /// `None` until the reader exists (samples that arrive before wait in it
+    /// for the next arrival, or the drain at the end) and once [`RawTopics`]
+    /// let it go: the reader is deleted on the thread that drops
+    /// `RawTopics`, never in its own callback, where Cyclone DDS would wait
+    /// for the callback in progress to end.
+    reader: Mutex<Option<Reader>>,
     on_cdr: OnCdr,
 }
 
 impl Raw {
     /// Hands over every sample the reader holds; how many.
     fn take_all(&self) -> usize {
-        let Some(reader) = self.reader.get() else { return 0 };
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(reader) = reader.as_ref() else { return 0 };
         let mut taken = 0;
         loop {
             match reader.take() {
@@ -66,7 +70,7 @@ impl RawTopics {
     /// push-back a reliable publisher's QoS asks for.
     pub fn subscribe(&mut self, topic: &str, type_name: &str, qos: &EndpointQos, on_cdr: OnCdr) -> Result<(), String> {
         let participant = self.participant(topic)?;
-        let raw = Arc::new(Raw { reader: OnceLock::new(), on_cdr });
+        let raw = Arc::new(Raw { reader: Mutex::new(None), on_cdr });
         let woken = Arc::downgrade(&raw);
         let on_data = Box::new(move || {
             if let Some(raw) = woken.upgrade() {
@@ -76,8 +80,7 @@ impl RawTopics {
         let reader = participant
             .create_reader(&dds_topic(topic), &dds_type(type_name), qos, on_data)
             .map_err(|e| format!("{topic}: making its DDS reader: {e}"))?;
-        // Set once: a fresh cell.
-        let _ = raw.reader.set(reader);
+        *raw.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
         raw.take_all();
         self.topics.push(raw);
         Ok(())
@@ -104,6 +107,17 @@ impl RawTopics {
     /// Takes what every reader still holds (at the end of a recording); how many.
     pub fn drain(&self) -> usize {
         self.topics.iter().map(|raw| raw.take_all()).sum()
+    }
+}
+
+impl Drop for RawTopics {
+    fn drop(&mut self) {
+        for raw in &self.topics {
+            // Out of the lock before it is deleted: a callback in progress
+            // may be waiting for the lock, and the deletion waits for it.
+            let reader = raw.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+            drop(reader);
+        }
     }
 }
 
