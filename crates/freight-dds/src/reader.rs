@@ -29,6 +29,8 @@ pub struct Reader {
     topic: dds::dds_entity_t,
     /// The listener's argument; freed after the reader (and so its listener) is gone.
     callback: *mut Callback,
+    /// Reliable: a sample it has no room for is sent again, not lost.
+    reliable: bool,
     _participant: Arc<Participant>,
 }
 
@@ -118,6 +120,7 @@ impl Reader {
     ) -> Result<Self, DdsError> {
         let topic = participant.blob_topic(topic_name, type_name)?;
         let callback = Box::into_raw(Box::new(on_data));
+        let reliable = qos.reliable;
         let qos = Qos::endpoint(qos);
         // SAFETY: as in `Writer::new`: the listener is copied by Cyclone; its
         // argument outlives the reader.
@@ -129,7 +132,7 @@ impl Reader {
             r
         };
         match check("dds_create_reader", entity) {
-            Ok(entity) => Ok(Reader { entity, topic, callback, _participant: participant.clone() }),
+            Ok(entity) => Ok(Reader { entity, topic, callback, reliable, _participant: participant.clone() }),
             Err(e) => {
                 // SAFETY: nothing refers to the callback or the topic any more.
                 unsafe {
@@ -166,6 +169,26 @@ impl Reader {
             }
             return Ok(Some(ReceivedCdr { serdata: sd, iov, info }));
         }
+    }
+
+    /// Samples DDS knows this reader missed, since it was made: lost (a gap
+    /// in a writer's sequence numbers: a best-effort datagram that did not
+    /// come, or a sample a keep-last writer dropped before this reader had
+    /// it) and, for a best-effort reader, rejected (no room under its
+    /// resource limits; a reliable reader's are sent again, not lost). What
+    /// rclcpp reports as the message-lost event, and rosbag2 does not count.
+    pub fn missed(&self) -> Result<u64, DdsError> {
+        let mut lost = dds::dds_sample_lost_status { total_count: 0, total_count_change: 0 };
+        // SAFETY: a live reader and a status struct to fill.
+        check("dds_get_sample_lost_status", unsafe { dds::dds_get_sample_lost_status(self.entity, &mut lost) })?;
+        // SAFETY: plain data; all zero is a valid value.
+        let mut rejected: dds::dds_sample_rejected_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        check("dds_get_sample_rejected_status", unsafe {
+            dds::dds_get_sample_rejected_status(self.entity, &mut rejected)
+        })?;
+        let rejected = if self.reliable { 0 } else { rejected.total_count };
+        Ok(u64::from(lost.total_count) + u64::from(rejected))
     }
 
     /// The writers matched now, with their discovery data.
