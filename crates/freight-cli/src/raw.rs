@@ -29,6 +29,13 @@ struct Raw {
 }
 
 impl Raw {
+    /// Samples DDS knows the reader missed; 0 once it is gone or when
+    /// Cyclone cannot say.
+    fn missed(&self) -> u64 {
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        reader.as_ref().and_then(|r| r.missed().ok()).unwrap_or(0)
+    }
+
     /// Hands over every sample the reader holds; how many.
     fn take_all(&self) -> usize {
         let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,8 +74,15 @@ impl RawTopics {
     /// (`rcl_interfaces/msg/Log`) with `qos`; `on_cdr` runs on a Cyclone DDS
     /// thread for each sample (CDR with its encapsulation header), so a full
     /// cache that blocks it holds back that participant's deliveries: the
-    /// push-back a reliable publisher's QoS asks for.
-    pub fn subscribe(&mut self, topic: &str, type_name: &str, qos: &EndpointQos, on_cdr: OnCdr) -> Result<(), String> {
+    /// push-back a reliable publisher's QoS asks for. Returns a count of the
+    /// samples DDS knows the reader missed (`Reader::missed`).
+    pub fn subscribe(
+        &mut self,
+        topic: &str,
+        type_name: &str,
+        qos: &EndpointQos,
+        on_cdr: OnCdr,
+    ) -> Result<Box<dyn Fn() -> u64>, String> {
         let participant = self.participant(topic)?;
         let raw = Arc::new(Raw { reader: Mutex::new(None), on_cdr });
         let woken = Arc::downgrade(&raw);
@@ -82,8 +96,9 @@ impl RawTopics {
             .map_err(|e| format!("{topic}: making its DDS reader: {e}"))?;
         *raw.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
         raw.take_all();
+        let counted = Arc::downgrade(&raw);
         self.topics.push(raw);
-        Ok(())
+        Ok(Box::new(move || counted.upgrade().map_or(0, |raw| raw.missed())))
     }
 
     /// A writer of `topic` of `type_name` with `qos`, for CDR as it was recorded.

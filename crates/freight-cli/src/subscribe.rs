@@ -5,7 +5,7 @@
 //! every sample to one callback that sees it as a [`Received`], so neither
 //! command is generic over the message type.
 
-use freight::{Executor, Message, MessageInfo, Node, QoS, Sample};
+use freight::{Executor, Message, MessageInfo, NetworkLosses, Node, QoS, Sample};
 use freight_msg::message::InlineBuffers;
 use freight_msg::{CdrWriter, EncodeError};
 
@@ -38,7 +38,8 @@ impl<M: Message> Received for Sample<M> {
 pub type OnSample = Box<dyn FnMut(&dyn Received) + Send>;
 
 /// Subscribes to `topic` with its type `type_name` (one of the built-in types),
-/// running `on_sample` in `exec` for each message.
+/// running `on_sample` in `exec` for each message; what DDS misses of it is
+/// counted by the handle returned.
 pub fn subscribe(
     node: &Node,
     exec: &mut Executor,
@@ -46,7 +47,7 @@ pub fn subscribe(
     type_name: &str,
     qos: QoS,
     on_sample: OnSample,
-) -> Result<(), String> {
+) -> Result<NetworkLosses, String> {
     macro_rules! dispatch {
         ($($t:ty),* $(,)?) => {
             match type_name {
@@ -65,10 +66,11 @@ fn subscribe_as<M: Message>(
     topic: &str,
     qos: QoS,
     mut on_sample: OnSample,
-) -> Result<(), String> {
+) -> Result<NetworkLosses, String> {
     let sub = node.create_subscription::<M>(topic, qos).map_err(|e| e.to_string())?;
+    let losses = sub.network_losses();
     exec.add_subscription(sub, move |s: Sample<M>| on_sample(&s));
-    Ok(())
+    Ok(losses)
 }
 
 /// Now, in nanoseconds since the epoch: when a sample was received.

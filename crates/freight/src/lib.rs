@@ -88,5 +88,5 @@ pub use network::PeerTag;
 pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
 pub use service::{Client, Envelope, PendingCall, RequestId, Service, ServiceServer, TakenRequest};
-pub use subscription::{Subscription, SubscriptionOptions};
+pub use subscription::{NetworkLosses, Subscription, SubscriptionOptions};
 pub use waitset::{WaitOutcome, WaitSet};

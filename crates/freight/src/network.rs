@@ -298,6 +298,12 @@ impl NetworkReader {
         self.reader.matched_writers().map(|ws| ws.iter().filter(|w| !on_this_host(&w.user_data)).count()).unwrap_or(0)
     }
 
+    /// Samples DDS knows this reader missed (`freight_dds::Reader::missed`);
+    /// 0 when Cyclone cannot say.
+    pub(crate) fn missed(&self) -> u64 {
+        self.reader.missed().unwrap_or(0)
+    }
+
     /// Whether samples may be waiting.
     pub(crate) fn has_data(&self) -> bool {
         self.pending.load(Ordering::Acquire)

@@ -2,7 +2,7 @@
 //! typed front of a `delivery::Receiver`.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use freight_msg::{BackendSet, Message};
@@ -47,6 +47,49 @@ pub struct SubscriptionOptions {
 pub struct Subscription<M: Message> {
     pub(crate) inner: Arc<Receiver>,
     _type: PhantomData<fn() -> M>,
+}
+
+/// The messages of DDS publishers (stock ROS 2 nodes, other hosts) that DDS
+/// knows a subscription missed since it was made, rclcpp's message-lost
+/// count: gaps in a writer's sequence numbers (a best-effort datagram that did
+/// not come, a sample a keep-last writer dropped before this subscription had
+/// it) and, for a best-effort subscription, messages that found its queue
+/// full. Messages over shared memory are not counted here: gaps in their
+/// publishers' sequence numbers ([`MessageInfo::sequence`](crate::MessageInfo))
+/// show them. A freight publisher on this host sends to DDS only for readers
+/// elsewhere (or on a transient-local topic), and this subscription drops
+/// those copies; should DDS miss one of them, it counts here too.
+///
+/// A handle, cloneable and `Send`, that stays usable when the subscription
+/// moves (into an [`Executor`](crate::Executor)); 0 in a local-only context
+/// and once the subscription is gone.
+///
+/// ```no_run
+/// use freight::{Context, Executor};
+/// use freight::msgs::sensor_msgs::Image;
+/// let node = Context::new()?.create_node("recorder")?;
+/// let sub = node.create_subscription::<Image>("image", freight::QoS::sensor_data())?;
+/// let losses = sub.network_losses();
+/// let mut exec = Executor::new();
+/// exec.add_subscription(sub, |_image| {});
+/// exec.spin_once(std::time::Duration::from_secs(1))?;
+/// println!("{} images missed over DDS", losses.count());
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct NetworkLosses(Weak<Receiver>);
+
+impl std::fmt::Debug for NetworkLosses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NetworkLosses({})", self.count())
+    }
+}
+
+impl NetworkLosses {
+    /// The count now.
+    pub fn count(&self) -> u64 {
+        self.0.upgrade().and_then(|r| r.network.as_ref().map(NetworkReader::missed)).unwrap_or(0)
+    }
 }
 
 impl<M: Message> std::fmt::Debug for Subscription<M> {
@@ -112,6 +155,12 @@ impl<M: Message> Subscription<M> {
     /// node, a freight node elsewhere).
     pub fn network_publisher_count(&self) -> usize {
         self.inner.network.as_ref().map_or(0, NetworkReader::remote_writers)
+    }
+
+    /// What DDS knows this subscription missed of its DDS publishers, readable
+    /// from anywhere while the subscription lives (see [`NetworkLosses`]).
+    pub fn network_losses(&self) -> NetworkLosses {
+        NetworkLosses(Arc::downgrade(&self.inner))
     }
 
     /// Publishers of this topic alive now, in any process. Publishers whose

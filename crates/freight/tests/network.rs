@@ -249,6 +249,20 @@ fn run_raw(topic: &str) {
     std::thread::sleep(Duration::from_secs(1));
 }
 
+/// Child role `burst`: a plain best-effort DDS writer (a stock node's camera
+/// on `sensor_data`) sending `COUNT` small images at once.
+fn run_burst(topic: &str) {
+    let p = Arc::new(Participant::new(domain(), &DdsConfig::loopback()).expect("participant"));
+    let qos = EndpointQos { reliable: false, ..EndpointQos::reliable(Duration::ZERO) };
+    let w = p.create_writer(&format!("rt{topic}"), &Image::dds_type_name(), &qos, Box::new(|| {})).expect("writer");
+    wait_until("a reader matched", || !w.matched_readers().expect("matched").is_empty());
+    for k in 0..env_count() {
+        w.write_cdr(&image(k, 16, 8).to_cdr().expect("encode")).expect("write");
+    }
+    println!("{MARK}SENT");
+    std::thread::sleep(Duration::from_secs(1));
+}
+
 /// One `ros_discovery_info` announcement (16-byte GIDs): a participant GID and
 /// one node with `writers` writer GIDs.
 fn announcement(namespace: &str, name: &str, writers: usize) -> Vec<u8> {
@@ -299,6 +313,7 @@ fn child(topic_suffix: &str) -> bool {
         "sub" => run_sub(&topic),
         "pub" => run_pub(&topic),
         "raw" => run_raw(&topic),
+        "burst" => run_burst(&topic),
         "announcer" => run_announcer(),
         other => panic!("unknown role {other}"),
     }
@@ -454,6 +469,38 @@ fn hostile_cdr_from_the_network_is_an_error_and_later_samples_arrive() {
     assert_eq!(errors, 3, "each hostile sample is one typed error");
     assert_eq!(*img, image(7, 16, 8));
     raw.finish();
+}
+
+/// A best-effort keep-all subscription that takes nothing while a stock
+/// best-effort writer sends 30 images holds what its queue allows (the
+/// context's `max_depth`, 16); DDS rejects the other 14, and
+/// `Subscription::network_losses` counts them, as rclcpp's message-lost event
+/// would. Taking then yields the 16 kept, in order.
+#[test]
+fn what_a_full_best_effort_subscription_misses_over_dds_is_counted() {
+    const NAME: &str = "what_a_full_best_effort_subscription_misses_over_dds_is_counted";
+    if child(NAME) {
+        return;
+    }
+    let _serial = serial();
+    let topic = topic("burst");
+    let node = node("net_burst");
+    let qos = QoS { history: freight::History::KeepAll, ..QoS::sensor_data() };
+    let sub = node.create_subscription::<Image>(&topic, qos).expect("subscription");
+    let losses = sub.network_losses();
+    assert_eq!(losses.count(), 0);
+    let burst = Peer::freight(NAME, "burst", false, &topic, 30);
+    burst.finish();
+    let depth = node.context().limits().max_depth;
+    wait_until("the rejections counted", || losses.count() as usize >= 30 - depth);
+    assert_eq!(losses.count() as usize, 30 - depth);
+    let mut kept = Vec::new();
+    while let Some(img) = sub.try_take().expect("take") {
+        kept.push(img.header.frame_id.clone());
+    }
+    assert_eq!(kept, (0..depth).map(|k| format!("frame{k}")).collect::<Vec<_>>());
+    drop(sub);
+    assert_eq!(losses.count(), 0, "a handle of a subscription gone counts nothing");
 }
 
 /// A take that waits is woken by a message from DDS, as by one from shared

@@ -69,8 +69,9 @@ cache (where the file system allows it; --no-direct-io writes through the page c
 --compression zstd or lz4, the compressor reads the CDR and fills the block buffer.
 
 Never silent: a status line shows per topic the messages, rate, MB/s and messages lost; losses
-are counted from each publisher's sequence numbers (messages that reached freight over DDS have
-none, and are not counted). When the disk is slower than the publishers, the cache
+are counted from each publisher's sequence numbers, and for messages that reached freight over
+DDS (which have none) from what DDS knows its reader missed: messages of a best-effort topic
+that found the reader's queue full (a datagram the kernel dropped stays unseen). When the disk is slower than the publishers, the cache
 (--max-cache-size) fills, then the subscriptions' queues: a reliable keep-all publisher waits for
 room (its QoS), every other publisher's messages are missed and counted. The summary at the end
 lists them, and the exit status is 2 if any message was lost.
@@ -289,6 +290,16 @@ struct Topic {
     subscribed: bool,
     /// Subscribed through the executor (a built-in type), not raw from DDS.
     typed: bool,
+    /// Messages DDS knows the topic's reader missed (0 where they would not
+    /// be losses: see `discover`).
+    missed: Box<dyn Fn() -> u64>,
+}
+
+impl Topic {
+    /// Messages lost: gaps in the publishers' sequence numbers, and what DDS missed.
+    fn lost(&self, stats: &TopicStats) -> u64 {
+        stats.lost + (self.missed)()
+    }
 }
 
 /// Runs `freight bag record`; the exit status is 2 when messages were lost.
@@ -490,7 +501,14 @@ fn discover(
             Ok(schema) => schema,
             Err(e) => {
                 eprintln!("warning: not recording {}: {e}", t.name);
-                topics.push(Topic { name: t.name.clone(), stats: Arc::default(), subscribed: false, typed: false });
+                let missed = Box::new(|| 0);
+                topics.push(Topic {
+                    name: t.name.clone(),
+                    stats: Arc::default(),
+                    subscribed: false,
+                    typed: false,
+                    missed,
+                });
                 continue;
             }
         };
@@ -523,8 +541,14 @@ fn discover(
             .map_err(|e| e.to_string())?;
         let stats: Arc<Mutex<TopicStats>> = Arc::default();
         let sink = Sink { topic: id, stats: stats.clone(), cache: into.cache.clone() };
-        if built_in.is_some() {
-            subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| sink.take(s)))?;
+        // What DDS missed is lost, unless a publisher is freight on this
+        // host: its messages come by shared memory, and DDS may miss the
+        // copies it also sends for readers elsewhere.
+        let counted = publishers.iter().all(|p| p.over_network);
+        let missed: Box<dyn Fn() -> u64> = if built_in.is_some() {
+            let losses =
+                subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| sink.take(s)))?;
+            Box::new(move || if counted { losses.count() } else { 0 })
         } else {
             let qos = EndpointQos {
                 reliable,
@@ -533,8 +557,9 @@ fn discover(
                 max_samples: Some(u32::try_from(node.context().limits().max_depth).unwrap_or(u32::MAX)),
                 ..EndpointQos::reliable(Duration::from_millis(100))
             };
-            into.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(move |s| sink.take_cdr(s)))?;
-        }
+            let missed = into.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(move |s| sink.take_cdr(s)))?;
+            Box::new(move || if counted { missed() } else { 0 })
+        };
         let how = match (reliable, built_in.is_some()) {
             (true, true) => "",
             (false, true) => " (best effort)",
@@ -542,7 +567,7 @@ fn discover(
             (false, false) => " (best effort, from DDS, as CDR)",
         };
         eprintln!("recording {} [{}]{how}", t.name, t.type_name);
-        topics.push(Topic { name: t.name, stats, subscribed: true, typed: built_in.is_some() });
+        topics.push(Topic { name: t.name, stats, subscribed: true, typed: built_in.is_some(), missed });
     }
     Ok(())
 }
@@ -668,7 +693,7 @@ impl Status {
                 s.messages,
                 (s.messages - m0) as f64 / secs,
                 (s.bytes - b0) as f64 / secs / 1e6,
-                s.lost
+                t.lost(&s)
             ));
         }
         let files = writer.lock().unwrap_or_else(|p| p.into_inner()).metadata().files.len();
@@ -724,13 +749,15 @@ fn summary(
     let mut lost_total = 0;
     for t in topics.iter().filter(|t| t.subscribed) {
         let s = t.stats.lock().unwrap_or_else(|p| p.into_inner());
-        lost_total += s.lost;
-        println!("  {}: {} messages, {} bytes, {} lost", crate::topic::shown(&t.name), s.messages, s.bytes, s.lost);
+        let lost = t.lost(&s);
+        lost_total += lost;
+        println!("  {}: {} messages, {} bytes, {lost} lost", crate::topic::shown(&t.name), s.messages, s.bytes);
     }
     if lost_total > 0 {
         eprintln!(
-            "warning: {lost_total} messages were lost (gaps in their publishers' sequence numbers): the disk or the \
-             cache (--max-cache-size) did not keep up with the publishers"
+            "warning: {lost_total} messages were lost (gaps in their publishers' sequence numbers, or samples DDS \
+             knows it missed): the disk or the cache (--max-cache-size) did not keep up with the publishers, or the \
+             network dropped them"
         );
         ExitCode::from(2)
     } else {

@@ -279,8 +279,16 @@ fn discover(
         };
         if built_in.is_some() {
             let qos = QoS { history: History::KeepLast(SUBSCRIPTION_DEPTH), ..QoS::sensor_data() };
-            subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| forward.on_sample(s)))
-                .map_err(ViewError::Freight)?;
+            // A viewer skips what it cannot send anyway: its losses are not counted.
+            let _losses = subscribe(
+                node,
+                exec,
+                &t.name,
+                &t.type_name,
+                qos,
+                Box::new(move |s: &dyn Received| forward.on_sample(s)),
+            )
+            .map_err(ViewError::Freight)?;
             eprintln!("serving {} [{}]", crate::topic::shown(&t.name), t.type_name);
         } else {
             // Best effort, keep last SUBSCRIPTION_DEPTH, as the typed ones.
@@ -291,7 +299,8 @@ fn discover(
             };
             let forward = Mutex::new(forward);
             let on_cdr = move |s: &ReceivedCdr| forward.lock().unwrap_or_else(|p| p.into_inner()).on_cdr(s);
-            to.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
+            let _losses =
+                to.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
             eprintln!("serving {} [{}] (from DDS, as CDR)", crate::topic::shown(&t.name), t.type_name);
         }
         topics.push(Topic { name: t.name, stats: Some(stats), typed: built_in.is_some() });
