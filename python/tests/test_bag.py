@@ -444,6 +444,47 @@ def test_a_stock_publisher_is_recorded_over_the_network_plane_byte_exact(tmp_pat
     assert channel.metadata["topic_type_hash"] == stock_hash
 
 
+def test_a_stock_publisher_of_another_version_of_the_type_is_not_recorded_with_the_wrong_definition(tmp_path):
+    """The .msg files --msg-path names define rcl_interfaces/msg/Log with one
+    field more than the stock node's: the hash its USER_DATA gives differs
+    from the definition's, so its lines would decode wrongly. The recorder
+    says so and takes none of them."""
+    stock_python = stock_interpreter("jazzy")
+    stock_share = Path(stock_python).parent.parent / "share"
+    share = tmp_path / "share"
+    for package in ("builtin_interfaces", "rcl_interfaces"):
+        shutil.copytree(stock_share / package / "msg", share / package / "msg")
+    log_msg = share / "rcl_interfaces" / "msg" / "Log.msg"
+    log_msg.write_text(log_msg.read_text() + "uint32 extra\n")
+    bag = tmp_path / "other_version"
+    started = time.time()
+    children = []
+    try:
+        with netns.host() as ns:
+            argv = [stock_python, Path(__file__).parent / "peers" / "ros2_peer.py", "stock", "pub", "image", new_topic("v")]
+            pub = Child(netns.argv(ns, argv), clean_env=True, name="stock-pub")
+            children.append(pub)
+            pub.expect("READY", timeout=START)
+            rec = Child(
+                netns.argv(ns, [FREIGHT_BIN, "bag", "record", "-o", bag, "/rosout", "--msg-path", share]),
+                clean_env=True,
+                sigint_default=True,
+                name="freight bag record",
+            )
+            children.append(rec)
+            wait_stderr(rec, "recording /rosout [rcl_interfaces/msg/Log] (from DDS, as CDR)", timeout=START)
+            pub.send("LOG 3")
+            pub.expect("LOGGED", timeout=EVENT)
+            wait_stderr(rec, "warning: /rosout: a publisher's type hash is RIHS01_", timeout=EVENT)
+            time.sleep(0.5)
+            assert stop_recorder(rec) == 0, rec.transcript()
+    finally:
+        for child in children:
+            child.close()
+        remove_dead_fastdds_segments(started)
+    assert [t for t, _, _ in read_rosbags(bag)] == []
+
+
 def test_five_splits_lose_no_message_and_metadata_lists_every_file(tmp_path):
     topic = new_topic("split")
     bag = tmp_path / "split"

@@ -9,9 +9,11 @@
 //! `message!` types) are reached this way too, as CDR over DDS. The typed
 //! counterpart, for the built-in types, is [`crate::subscribe`].
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use freight_bag::Schema;
 use freight_dds::{DdsConfig, EndpointQos, Participant, Reader, ReceivedCdr, Writer};
 
 /// What a raw topic does with each sample it takes.
@@ -26,6 +28,12 @@ struct Raw {
     /// for the callback in progress to end.
     reader: Mutex<Option<Reader>>,
     on_cdr: OnCdr,
+    /// The topic and the RIHS01 hash of the definition its samples are taken as.
+    topic: String,
+    type_hash: String,
+    /// Per writer (by instance handle): whether its samples are taken, as the
+    /// type hash in its USER_DATA says.
+    writers: Mutex<HashMap<u64, bool>>,
 }
 
 impl Raw {
@@ -36,6 +44,30 @@ impl Raw {
         reader.as_ref().and_then(|r| r.missed().ok()).unwrap_or(0)
     }
 
+    /// Whether the writer `handle` publishes the type of the definition its
+    /// samples are taken as. ROS 2 from Iron on puts the type's hash in an
+    /// endpoint's USER_DATA (`typehash=RIHS01_...;`); a writer that says
+    /// another (the `.msg` files found are another version of the type) is
+    /// refused, once said why, since its bytes would be read with the wrong
+    /// definition. A writer that says none (Humble, plain DDS) is taken.
+    fn same_type(&self, reader: &Reader, handle: u64) -> bool {
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        *writers.entry(handle).or_insert_with(|| {
+            let theirs = reader.matched_writer(handle).and_then(|w| type_hash(&w.user_data).map(str::to_owned));
+            match theirs {
+                Some(theirs) if theirs != self.type_hash => {
+                    eprintln!(
+                        "warning: {}: a publisher's type hash is {theirs}, the definition found has {}: the .msg \
+                         files found are another version of its type, and its messages are not taken",
+                        self.topic, self.type_hash
+                    );
+                    false
+                }
+                _ => true,
+            }
+        })
+    }
+
     /// Hands over every sample the reader holds; how many.
     fn take_all(&self) -> usize {
         let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
@@ -44,8 +76,10 @@ impl Raw {
         loop {
             match reader.take() {
                 Ok(Some(sample)) => {
-                    (self.on_cdr)(&sample);
-                    taken += 1;
+                    if self.same_type(reader, sample.publication_handle()) {
+                        (self.on_cdr)(&sample);
+                        taken += 1;
+                    }
                 }
                 Ok(None) => return taken,
                 Err(e) => {
@@ -79,12 +113,19 @@ impl RawTopics {
     pub fn subscribe(
         &mut self,
         topic: &str,
-        type_name: &str,
+        schema: &Schema,
         qos: &EndpointQos,
         on_cdr: OnCdr,
     ) -> Result<Box<dyn Fn() -> u64>, String> {
         let participant = self.participant(topic)?;
-        let raw = Arc::new(Raw { reader: Mutex::new(None), on_cdr });
+        let raw = Arc::new(Raw {
+            reader: Mutex::new(None),
+            on_cdr,
+            topic: topic.to_string(),
+            type_hash: schema.rihs01.to_string(),
+            writers: Mutex::default(),
+        });
+        let type_name = &schema.type_name;
         let woken = Arc::downgrade(&raw);
         let on_data = Box::new(move || {
             if let Some(raw) = woken.upgrade() {
@@ -143,6 +184,12 @@ pub fn definition_dirs(msg_paths: &[PathBuf]) -> Vec<PathBuf> {
     msg_paths.iter().cloned().chain(freight_bag::Schema::ament_share_dirs()).collect()
 }
 
+/// The type hash a ROS 2 endpoint's USER_DATA gives (`typehash=RIHS01_...;`).
+fn type_hash(user_data: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(user_data).ok()?;
+    text.split(';').find_map(|pair| pair.strip_prefix("typehash="))
+}
+
 /// The DDS topic of a ROS topic, as every ROS 2 middleware names it: `/rosout`
 /// is `rt/rosout`.
 fn dds_topic(topic: &str) -> String {
@@ -168,5 +215,13 @@ mod tests {
         assert_eq!(dds_topic("/robot/odom"), "rt/robot/odom");
         assert_eq!(dds_type("rcl_interfaces/msg/Log"), "rcl_interfaces::msg::dds_::Log_");
         assert_eq!(dds_type("nav_msgs/msg/Odometry"), "nav_msgs::msg::dds_::Odometry_");
+    }
+
+    #[test]
+    fn the_type_hash_is_read_from_user_data_as_ros2_writes_it() {
+        assert_eq!(type_hash(b"typehash=RIHS01_ab;"), Some("RIHS01_ab"));
+        assert_eq!(type_hash(b"pid=4;typehash=RIHS01_cd;x=1;"), Some("RIHS01_cd"));
+        assert_eq!(type_hash(b"pid=4;"), None);
+        assert_eq!(type_hash(b"\xff\xfe"), None);
     }
 }

@@ -537,7 +537,7 @@ fn discover(
             .writer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .add_topic(&t.name, schema, &offered)
+            .add_topic(&t.name, schema.clone(), &offered)
             .map_err(|e| e.to_string())?;
         let stats: Arc<Mutex<TopicStats>> = Arc::default();
         let sink = Sink { topic: id, stats: stats.clone(), cache: into.cache.clone() };
@@ -557,7 +557,7 @@ fn discover(
                 max_samples: Some(u32::try_from(node.context().limits().max_depth).unwrap_or(u32::MAX)),
                 ..EndpointQos::reliable(Duration::from_millis(100))
             };
-            let missed = into.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(move |s| sink.take_cdr(s)))?;
+            let missed = into.raw.subscribe(&t.name, &schema, &qos, Box::new(move |s| sink.take_cdr(s)))?;
             Box::new(move || if counted { missed() } else { 0 })
         };
         let how = match (reliable, built_in.is_some()) {

@@ -299,8 +299,7 @@ fn discover(
             };
             let forward = Mutex::new(forward);
             let on_cdr = move |s: &ReceivedCdr| forward.lock().unwrap_or_else(|p| p.into_inner()).on_cdr(s);
-            let _losses =
-                to.raw.subscribe(&t.name, &t.type_name, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
+            let _losses = to.raw.subscribe(&t.name, &schema, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
             eprintln!("serving {} [{}] (from DDS, as CDR)", crate::topic::shown(&t.name), t.type_name);
         }
         topics.push(Topic { name: t.name, stats: Some(stats), typed: built_in.is_some() });
