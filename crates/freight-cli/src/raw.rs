@@ -32,9 +32,14 @@ struct Raw {
     topic: String,
     type_hash: String,
     /// Per writer (by instance handle): whether its samples are taken, as the
-    /// type hash in its USER_DATA says.
+    /// type hash in its USER_DATA says. At most [`MAX_WRITERS`] entries.
     writers: Mutex<HashMap<u64, bool>>,
 }
+
+/// The most writers a raw topic remembers the verdict of: writers come and go
+/// with other participants, and one that churns them must not grow the map
+/// without end (forgetting costs a look at the writer's discovery data).
+const MAX_WRITERS: usize = 1024;
 
 impl Raw {
     /// Samples DDS knows the reader missed; 0 once it is gone or when
@@ -52,6 +57,9 @@ impl Raw {
     /// definition. A writer that says none (Humble, plain DDS) is taken.
     fn same_type(&self, reader: &Reader, handle: u64) -> bool {
         let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if writers.len() >= MAX_WRITERS && !writers.contains_key(&handle) {
+            writers.clear();
+        }
         *writers.entry(handle).or_insert_with(|| {
             let theirs = reader.matched_writer(handle).and_then(|w| type_hash(&w.user_data).map(str::to_owned));
             match theirs {
@@ -83,7 +91,7 @@ impl Raw {
                 }
                 Ok(None) => return taken,
                 Err(e) => {
-                    eprintln!("warning: a message could not be taken from DDS and was not recorded: {e}");
+                    eprintln!("warning: {}: a message could not be taken from DDS: {e}", self.topic);
                     return taken;
                 }
             }
@@ -104,7 +112,7 @@ impl RawTopics {
         RawTopics { domain, participant: None, topics: Vec::new() }
     }
 
-    /// Reads `topic` (a ROS name, `/rosout`) of `type_name`
+    /// Reads `topic` (a ROS name, `/rosout`) of the type `schema` defines
     /// (`rcl_interfaces/msg/Log`) with `qos`; `on_cdr` runs on a Cyclone DDS
     /// thread for each sample (CDR with its encapsulation header), so a full
     /// cache that blocks it holds back that participant's deliveries: the
