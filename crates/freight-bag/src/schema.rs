@@ -3,7 +3,7 @@
 //! uses) and the RIHS01 type hash, as `ros2 bag record` writes them.
 
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use freight_msg_gen::{Builder, GenError};
 
@@ -87,13 +87,13 @@ impl Schema {
                             ros2msg: Cow::Owned(s.ros2msg),
                             rihs01: Cow::Owned(s.rihs01),
                         })
-                        .ok_or_else(|| no(format!("{} has no {type_name}", display(&packages[0]))));
+                        .ok_or_else(|| no(format!("{} has no {type_name}", packages[0].display())));
                 }
                 Err(GenError::UnknownType { ty, .. }) => {
                     let used = ty.split('/').next().unwrap_or_default();
                     let dir = locate(used)?;
                     if packages.contains(&dir) {
-                        return Err(no(format!("{ty} is used but {} does not define it", display(&dir))));
+                        return Err(no(format!("{ty} is used but {} does not define it", dir.display())));
                     }
                     packages.push(dir);
                 }
@@ -112,12 +112,10 @@ impl Schema {
     }
 }
 
-fn display(dir: &Path) -> String {
-    dir.display().to_string()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]

@@ -28,7 +28,7 @@ use freight_msg::{
 };
 
 use crate::node::Node;
-use crate::qos::{Durability, History, QoS, Reliability};
+use crate::qos::QoS;
 use crate::ros_discovery::Registration;
 use crate::sync::lock;
 
@@ -160,22 +160,9 @@ pub fn dds_topic_name(topic: &str) -> String {
     }
 }
 
-/// ROS 2 QoS in DDS terms, as rmw_cyclonedds maps it; a reliable writer
-/// blocks at most the QoS's `max_blocking_time`. Keep-all holds at most
-/// `max_depth` samples (`Limits::max_depth`, as a local keep-all queue), where
-/// rmw_cyclonedds leaves Cyclone's unbounded default.
+/// [`QoS::to_dds`], with this endpoint's tag in USER_DATA.
 fn endpoint_qos(qos: &QoS, tag: &PeerTag, max_depth: usize) -> EndpointQos {
-    EndpointQos {
-        max_samples: Some(u32::try_from(max_depth).unwrap_or(u32::MAX)),
-        reliable: qos.reliability == Reliability::Reliable,
-        max_blocking_time: qos.max_blocking_time,
-        transient_local: qos.durability == Durability::TransientLocal,
-        depth: match qos.history {
-            History::KeepLast(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
-            History::KeepAll => None,
-        },
-        user_data: tag.encode(),
-    }
+    EndpointQos { user_data: tag.encode(), ..qos.to_dds(max_depth) }
 }
 
 /// A publisher's DDS writer.

@@ -30,6 +30,7 @@
 
 use std::time::Duration;
 
+use freight_dds::EndpointQos;
 use freight_tune::{Inputs, Profile, TuneError};
 
 use crate::error::CreateError;
@@ -249,6 +250,34 @@ impl QoS {
         match self.history {
             History::KeepLast(n) => n,
             History::KeepAll => max_depth,
+        }
+    }
+
+    /// This profile in DDS terms, as rmw_cyclonedds maps it: what a plain DDS
+    /// reader or writer of the same topic (a recorder's raw reader, a
+    /// player's writer) is given. A reliable writer blocks at most
+    /// `max_blocking_time`; keep-all holds at most `max_depth` samples (the
+    /// context's [`Limits::max_depth`](crate::Limits::max_depth), as a local
+    /// keep-all queue), where rmw_cyclonedds leaves Cyclone's unbounded
+    /// default. No USER_DATA: freight's own endpoints add their tag.
+    ///
+    /// ```
+    /// use freight::QoS;
+    /// let dds = QoS::sensor_data().to_dds(16);
+    /// assert!(!dds.reliable && !dds.transient_local);
+    /// assert_eq!(dds.depth, Some(5));
+    /// ```
+    pub fn to_dds(&self, max_depth: usize) -> EndpointQos {
+        EndpointQos {
+            max_samples: Some(u32::try_from(max_depth).unwrap_or(u32::MAX)),
+            reliable: self.reliability == Reliability::Reliable,
+            max_blocking_time: self.max_blocking_time,
+            transient_local: self.durability == Durability::TransientLocal,
+            depth: match self.history {
+                History::KeepLast(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                History::KeepAll => None,
+            },
+            user_data: Vec::new(),
         }
     }
 

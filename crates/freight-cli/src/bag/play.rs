@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use freight::{Durability, Message, Node, Publisher, QoS, Reliability};
 use freight_bag::{OfferedQos, Reader, Schema};
-use freight_dds::EndpointQos;
 use freight_msg::msgs::builtin_interfaces::Time;
 use freight_msg::msgs::rosgraph_msgs::Clock;
 
@@ -90,10 +89,6 @@ impl Player for freight_dds::Writer {
     }
 }
 
-/// How long a reliable raw topic's write may wait for room, as rclpy's
-/// default profile lets a publisher (100 ms).
-const MAX_BLOCKING: Duration = Duration::from_millis(100);
-
 /// Runs `freight bag play`.
 pub fn run(args: &PlayArgs) -> Result<(), String> {
     stop::install();
@@ -113,10 +108,15 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
         let reliable = offered.iter().all(|q| q.reliability == freight_bag::Reliability::Reliable);
         let transient =
             !offered.is_empty() && offered.iter().all(|q| q.durability == freight_bag::Durability::TransientLocal);
+        let qos = QoS {
+            reliability: if reliable { Reliability::Reliable } else { Reliability::BestEffort },
+            durability: if transient { Durability::TransientLocal } else { Durability::Volatile },
+            ..QoS::keep_last(10)
+        };
         let Some(schema) = Schema::built_in(&t.type_name) else {
             // A type freight has no Rust type for goes to DDS as the CDR it
             // was recorded as, with the bag's own definition of it.
-            let qos = EndpointQos { reliable, transient_local: transient, ..EndpointQos::reliable(MAX_BLOCKING) };
+            let qos = qos.to_dds(ctx.limits().max_depth);
             players.insert(t.name.clone(), Box::new(raw.writer(&t.name, &t.type_name, &qos)?));
             eprintln!("playing {} [{}] (to DDS, as CDR)", t.name, t.type_name);
             continue;
@@ -133,11 +133,6 @@ pub fn run(args: &PlayArgs) -> Result<(), String> {
                 ));
             }
         }
-        let qos = QoS {
-            reliability: if reliable { Reliability::Reliable } else { Reliability::BestEffort },
-            durability: if transient { Durability::TransientLocal } else { Durability::Volatile },
-            ..QoS::keep_last(10)
-        };
         players.insert(t.name.clone(), publisher(&node, &t.name, &t.type_name, qos)?);
     }
     if players.is_empty() {

@@ -25,7 +25,7 @@ use clap::{Args, ValueEnum};
 use freight::clock::monotonic_ns;
 use freight::{Durability, Executor, History, Node, QoS, Reliability, Transport};
 use freight_bag::{Compression, OfferedQos, Record, Schema, TopicId, Writer, WriterOptions};
-use freight_dds::{EndpointQos, ReceivedCdr};
+use freight_dds::ReceivedCdr;
 
 use crate::raw::{self, RawTopics};
 use crate::resources;
@@ -71,10 +71,11 @@ cache (where the file system allows it; --no-direct-io writes through the page c
 Never silent: a status line shows per topic the messages, rate, MB/s and messages lost; losses
 are counted from each publisher's sequence numbers, and for messages that reached freight over
 DDS (which have none) from what DDS knows its reader missed: messages of a best-effort topic
-that found the reader's queue full (a datagram the kernel dropped stays unseen). When the disk is slower than the publishers, the cache
-(--max-cache-size) fills, then the subscriptions' queues: a reliable keep-all publisher waits for
-room (its QoS), every other publisher's messages are missed and counted. The summary at the end
-lists them, and the exit status is 2 if any message was lost.
+that found the reader's queue full (a datagram the kernel dropped stays unseen). When the disk
+is slower than the publishers, the cache (--max-cache-size) fills, then the subscriptions'
+queues: a reliable keep-all publisher waits for room (its QoS), every other publisher's
+messages are missed and counted. The summary at the end lists them, and the exit status is 2 if
+any message was lost.
 
 metadata.yaml is written at the start and rewritten atomically at every split and at the end;
 Ctrl-C and SIGTERM finish the files cleanly. After a crash, `freight bag reindex DIR` recovers
@@ -496,8 +497,8 @@ fn discover(
         // A type freight has no Rust type for is read raw from DDS, its
         // definition taken from a ROS 2 install's .msg files.
         let built_in = Schema::built_in(&t.type_name);
-        let schema = match built_in.clone().map_or_else(|| Schema::from_share_dirs(&t.type_name, &into.share_dirs), Ok)
-        {
+        let typed = built_in.is_some();
+        let schema = match built_in.map_or_else(|| Schema::from_share_dirs(&t.type_name, &into.share_dirs), Ok) {
             Ok(schema) => schema,
             Err(e) => {
                 eprintln!("warning: not recording {}: {e}", t.name);
@@ -545,29 +546,23 @@ fn discover(
         // host: its messages come by shared memory, and DDS may miss the
         // copies it also sends for readers elsewhere.
         let counted = publishers.iter().all(|p| p.over_network);
-        let missed: Box<dyn Fn() -> u64> = if built_in.is_some() {
+        let missed: Box<dyn Fn() -> u64> = if typed {
             let losses =
                 subscribe(node, exec, &t.name, &t.type_name, qos, Box::new(move |s: &dyn Received| sink.take(s)))?;
             Box::new(move || if counted { losses.count() } else { 0 })
         } else {
-            let qos = EndpointQos {
-                reliable,
-                transient_local: transient,
-                depth: None,
-                max_samples: Some(u32::try_from(node.context().limits().max_depth).unwrap_or(u32::MAX)),
-                ..EndpointQos::reliable(Duration::from_millis(100))
-            };
+            let qos = qos.to_dds(node.context().limits().max_depth);
             let missed = into.raw.subscribe(&t.name, &schema, &qos, Box::new(move |s| sink.take_cdr(s)))?;
             Box::new(move || if counted { missed() } else { 0 })
         };
-        let how = match (reliable, built_in.is_some()) {
+        let how = match (reliable, typed) {
             (true, true) => "",
             (false, true) => " (best effort)",
             (true, false) => " (from DDS, as CDR)",
             (false, false) => " (best effort, from DDS, as CDR)",
         };
         eprintln!("recording {} [{}]{how}", t.name, t.type_name);
-        topics.push(Topic { name: t.name, stats, subscribed: true, typed: built_in.is_some(), missed });
+        topics.push(Topic { name: t.name, stats, subscribed: true, typed, missed });
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use freight::{Executor, History, Node, QoS};
 use freight_bag::Schema;
-use freight_dds::{EndpointQos, ReceivedCdr};
+use freight_dds::ReceivedCdr;
 
 use crate::raw::{self, RawTopics};
 use crate::stop;
@@ -66,8 +66,8 @@ for the viewer (reliable publishers included), and a message that comes while th
 busy replaces an older one. --max-bandwidth is a byte budget shared by all topics (a token
 bucket with a burst of 0.1 s that lends to one message at a time; a tenth of it is kept for
 messages of at most 64 KiB, so that a camera frame does not hold back transforms and
-odometry): a message that comes while it is spent is skipped, and counted. Every client gets at most the budget (a client
-subscribed to fewer topics gets less). Each client has a queue of 32 messages in the
+odometry): a message that comes while it is spent is skipped, and counted. Every client gets
+at most the budget (a client subscribed to fewer topics gets less). Each client has a queue of 32 messages in the
 server; when a client does not keep up, its oldest messages are dropped, and a client that
 stops reading its control messages is disconnected.
 
@@ -257,8 +257,8 @@ fn discover(
         // A type freight has no Rust type for is read raw from DDS, its
         // definition taken from a ROS 2 install's .msg files.
         let built_in = Schema::built_in(&t.type_name);
-        let found = built_in.clone().map_or_else(|| Schema::from_share_dirs(&t.type_name, &to.definition_dirs), Ok);
-        let schema = match found {
+        let typed = built_in.is_some();
+        let schema = match built_in.map_or_else(|| Schema::from_share_dirs(&t.type_name, &to.definition_dirs), Ok) {
             Ok(schema) => schema,
             Err(source) => {
                 let error = ViewError::UnknownType { topic: t.name.clone(), source };
@@ -277,8 +277,8 @@ fn discover(
             stats: stats.clone(),
             buf: Vec::new(),
         };
-        if built_in.is_some() {
-            let qos = QoS { history: History::KeepLast(SUBSCRIPTION_DEPTH), ..QoS::sensor_data() };
+        let qos = QoS { history: History::KeepLast(SUBSCRIPTION_DEPTH), ..QoS::sensor_data() };
+        if typed {
             // A viewer skips what it cannot send anyway: its losses are not counted.
             let _losses = subscribe(
                 node,
@@ -291,18 +291,13 @@ fn discover(
             .map_err(ViewError::Freight)?;
             eprintln!("serving {} [{}]", crate::topic::shown(&t.name), t.type_name);
         } else {
-            // Best effort, keep last SUBSCRIPTION_DEPTH, as the typed ones.
-            let qos = EndpointQos {
-                reliable: false,
-                depth: Some(SUBSCRIPTION_DEPTH as u32),
-                ..EndpointQos::reliable(Duration::ZERO)
-            };
+            let qos = qos.to_dds(node.context().limits().max_depth);
             let forward = Mutex::new(forward);
             let on_cdr = move |s: &ReceivedCdr| forward.lock().unwrap_or_else(|p| p.into_inner()).on_cdr(s);
             let _losses = to.raw.subscribe(&t.name, &schema, &qos, Box::new(on_cdr)).map_err(ViewError::Freight)?;
             eprintln!("serving {} [{}] (from DDS, as CDR)", crate::topic::shown(&t.name), t.type_name);
         }
-        topics.push(Topic { name: t.name, stats: Some(stats), typed: built_in.is_some() });
+        topics.push(Topic { name: t.name, stats: Some(stats), typed });
     }
     Ok(())
 }
