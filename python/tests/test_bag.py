@@ -305,6 +305,10 @@ def test_a_recording_reads_back_byte_exact_in_rosbags_and_the_mcap_tools(tmp_pat
                 assert re.search(rf"^  {re.escape(t)}: {n} messages, \d+ bytes, 0 lost$", out, re.MULTILINE), (
                     rec.transcript()
                 )
+            # The frames (3.7 MB each) went to the disk from the recorder's memory,
+            # each after a padding record, which the readers below must skip.
+            passed = re.search(r"^  copies: (\d+) bytes went to the disk", out, re.MULTILINE)
+            assert passed and int(passed.group(1)) >= frames * (1280 * 720 * 4 - 8192), rec.transcript()
 
     # rosbags: every message, decoded with Jazzy's definitions, byte exact.
     messages = read_rosbags(bag)

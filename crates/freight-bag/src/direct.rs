@@ -11,7 +11,10 @@
 //! any machine. A recording also fills the page cache with data
 //! nobody will read soon, evicting what the robot's other processes use.
 //! `O_DIRECT` needs whole blocks at aligned offsets from aligned memory, so
-//! bytes are gathered in an aligned buffer and written a buffer at a time.
+//! bytes are gathered in an aligned buffer and written a buffer at a time,
+//! except a large write whose memory sits at the file offset's alignment
+//! (the bag writer pads the file to arrange it for large messages): its whole
+//! blocks go to the disk from the caller's memory, copied by nobody.
 //!
 //! Where the file system refuses `O_DIRECT` (tmpfs on older kernels, some
 //! overlay mounts), the file is written through a `BufWriter` as before.
@@ -24,11 +27,16 @@ use std::path::Path;
 
 /// The alignment `O_DIRECT` asks of offsets, lengths and memory: the largest
 /// logical block size of the devices freight meets.
-const BLOCK: usize = 4096;
+pub(crate) const BLOCK: usize = 4096;
 
 /// Bytes gathered before one write: large enough that the device sees big
 /// requests, small against a recorder's cache.
 const CAPACITY: usize = 16 << 20;
+
+/// The fewest whole blocks a write passes to the disk from the caller's
+/// memory: below it, the system call and the partial blocks on either side
+/// cost more than the copy into the buffer saves.
+pub(crate) const PASS_THROUGH_MIN: usize = 256 << 10;
 
 /// A new file, written with `O_DIRECT` where possible (see the module docs).
 pub(crate) enum BagFile {
@@ -68,9 +76,16 @@ impl BagFile {
     }
 
     /// Whether the file is written with `O_DIRECT`.
-    #[cfg(test)]
-    fn is_direct(&self) -> bool {
+    pub(crate) fn is_direct(&self) -> bool {
         matches!(self, BagFile::Direct(_))
+    }
+
+    /// Bytes that went to the disk straight from the caller's memory.
+    pub(crate) fn passed_through(&self) -> u64 {
+        match self {
+            BagFile::Direct(d) => d.passed_through,
+            BagFile::Buffered(_) => 0,
+        }
     }
 }
 
@@ -113,11 +128,52 @@ pub(crate) struct DirectFile {
     pos: u64,
     /// Whether the buffer holds bytes not written yet.
     dirty: bool,
+    /// Bytes written by [`DirectFile::pass_through`].
+    passed_through: u64,
 }
 
 impl DirectFile {
     fn new(file: File) -> io::Result<DirectFile> {
-        Ok(DirectFile { file, buf: AlignedBuf::new(CAPACITY)?, buf_start: 0, buf_len: 0, pos: 0, dirty: false })
+        Ok(DirectFile {
+            file,
+            buf: AlignedBuf::new(CAPACITY)?,
+            buf_start: 0,
+            buf_len: 0,
+            pos: 0,
+            dirty: false,
+            passed_through: 0,
+        })
+    }
+
+    /// Appends `data` mostly from its own memory: completes the buffer's last
+    /// block from its head, writes the buffer out, then writes `data`'s whole
+    /// blocks from where they are. Only when appending, when `data`'s memory
+    /// sits at the file offset's alignment (so that what follows the head is
+    /// aligned in both) and when at least [`PASS_THROUGH_MIN`] bytes would
+    /// pass. Returns how many bytes it wrote; 0 when it did not apply, and the
+    /// rest of `data` (less than a block) is left to the buffer.
+    fn pass_through(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.pos != self.end() || !(data.as_ptr() as u64).wrapping_sub(self.pos).is_multiple_of(BLOCK as u64) {
+            return Ok(0);
+        }
+        let head = (BLOCK - self.pos as usize % BLOCK) % BLOCK;
+        let whole = data.len().saturating_sub(head) / BLOCK * BLOCK;
+        if whole < PASS_THROUGH_MIN {
+            return Ok(0);
+        }
+        // `buf_start` and `BLOCK`-aligned `CAPACITY` keep the completed block inside the buffer.
+        let offset = (self.pos - self.buf_start) as usize;
+        self.buf.as_mut()[offset..offset + head].copy_from_slice(&data[..head]);
+        self.buf_len = offset + head;
+        self.write_buffer()?;
+        let at = self.pos + head as u64;
+        self.file.write_all_at(&data[head..head + whole], at)?;
+        self.buf_start = at + whole as u64;
+        self.buf_len = 0;
+        self.pos = self.buf_start;
+        self.dirty = false;
+        self.passed_through += whole as u64;
+        Ok(head + whole)
     }
 
     fn end(&self) -> u64 {
@@ -156,6 +212,10 @@ impl Write for DirectFile {
             self.patch_on_disk(self.pos, &data[..n])?;
             self.pos += n as u64;
             return Ok(n);
+        }
+        let passed = self.pass_through(data)?;
+        if passed > 0 {
+            return Ok(passed);
         }
         // `seek` keeps `pos` within the file, so this is inside the buffer or at its end.
         let offset = (self.pos - self.buf_start) as usize;
@@ -318,6 +378,47 @@ mod tests {
         let read = std::fs::read(&path).unwrap();
         assert_eq!(read.len(), model.len(), "the file's length is what was written, not whole blocks");
         assert!(read == model, "the file differs from what was written");
+    }
+
+    /// A write whose memory sits at the file offset's alignment passes its
+    /// whole blocks from where they are, after any small write, then a patch
+    /// behind it (the MCAP writer's chunk header) and the bytes after it land
+    /// where they should; one not at the alignment goes through the buffer.
+    #[test]
+    fn a_write_at_its_memorys_alignment_passes_to_the_disk_from_where_it_is() {
+        let dir = freight_testkit::PrivateDir::new("bag-direct-pass");
+        let path = dir.path().join("f.mcap");
+        let mut f = BagFile::create(&path, true).expect("create");
+        assert!(f.is_direct(), "the temporary directory's file system refuses O_DIRECT");
+        let mut model: Vec<u8> = Vec::new();
+        let len = PASS_THROUGH_MIN + BLOCK + 9;
+        for (i, lead) in [5usize, BLOCK, 0, 77, CAPACITY - 3].into_iter().enumerate() {
+            let small = pattern(lead, i as u64);
+            f.write_all(&small).unwrap();
+            model.extend_from_slice(&small);
+            let at = model.len();
+            let backing = pattern(len + BLOCK, 100 + i as u64);
+            let skew = (at as u64).wrapping_sub(backing.as_ptr() as u64) % BLOCK as u64;
+            let aligned = &backing[skew as usize..skew as usize + len];
+            let before = f.passed_through();
+            f.write_all(aligned).unwrap();
+            model.extend_from_slice(aligned);
+            assert!(f.passed_through() - before >= (len - 2 * BLOCK) as u64, "write {i} did not pass through");
+            // The same bytes one off the alignment are copied.
+            let before = f.passed_through();
+            let off = &backing[skew as usize + 1..skew as usize + 1 + len];
+            f.write_all(off).unwrap();
+            model.extend_from_slice(off);
+            assert_eq!(f.passed_through(), before, "write {i} off the alignment passed through");
+            let header = pattern(60, 200 + i as u64);
+            let header_at = at.saturating_sub(30) as u64;
+            f.seek(SeekFrom::Start(header_at)).unwrap();
+            f.write_all(&header).unwrap();
+            model[header_at as usize..header_at as usize + 60].copy_from_slice(&header);
+            f.seek(SeekFrom::End(0)).unwrap();
+        }
+        f.finish().expect("finish");
+        assert!(std::fs::read(&path).unwrap() == model, "the file differs from what was written");
     }
 
     #[test]

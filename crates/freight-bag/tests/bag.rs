@@ -360,3 +360,59 @@ fn reindex_leaves_out_a_damaged_chunk_and_keeps_every_message_after_it() {
         assert!(!reindex(&bag).unwrap()[0].rewritten, "a second reindex changes nothing");
     }
 }
+
+/// Messages of a megabyte and more go to the disk from the caller's memory:
+/// each starts a chunk, after a padding record that puts its bytes at their
+/// memory's alignment in the file. Whatever that alignment, among small
+/// messages and across a split, every reader reads them back: freight's, the
+/// mcap crate's record by record (which meets the padding), and reindex's
+/// rewrite of a file cut short.
+#[test]
+fn large_messages_go_to_the_disk_from_the_callers_memory_and_every_reader_reads_them() {
+    const MIB: usize = 1 << 20;
+    let dir = PrivateDir::new("freight-bag");
+    let bag = dir.path().join("pass");
+    let options = WriterOptions { max_file_size: Some(8 * MIB as u64), ..WriterOptions::default() };
+    let mut w = Writer::create(&bag, options).unwrap();
+    let qos = [OfferedQos { reliability: Reliability::Reliable, durability: Durability::Volatile }];
+    let topic = w.add_topic("/camera", Schema::built_in("sensor_msgs/msg/Image").unwrap(), &qos).unwrap();
+    let sizes = [100, MIB, 3 * MIB + 5, 7, 2 * MIB + 4095, 5000, MIB + 1, 3 * MIB, 64, MIB + 4097];
+    let (mut sent, mut large) = (Vec::new(), 0);
+    for (k, &len) in sizes.iter().enumerate() {
+        // Slices 0 to 3 bytes into their allocation: their alignment varies.
+        let backing = payload(0, k as u64, len + 3);
+        let data = &backing[k % 4..];
+        let at = 1_700_000_000_000_000_000 + k as u64 * 1_000_000;
+        w.write(topic, &Record { data, log_time_ns: at, publish_time_ns: at, sequence: k as u32 }).unwrap();
+        if data.len() >= MIB {
+            // Only the blocks the message shares with its neighbours are copied.
+            large += data.len() - 2 * 4096;
+        }
+        sent.push(data.to_vec());
+    }
+    let passed = w.passed_through() as usize;
+    let m = w.finish().unwrap();
+    assert!(m.files.len() >= 2, "{} files", m.files.len());
+    assert!(
+        passed >= large,
+        "{passed} bytes went from the caller's memory to the disk, {large} should have (does the temporary \
+         directory's file system refuse O_DIRECT?)"
+    );
+
+    let read: Vec<Vec<u8>> = Reader::open(&bag).unwrap().messages().map(|m| m.unwrap().data.to_vec()).collect();
+    assert!(read == sent, "freight's reader read other bytes");
+    let mut streamed = Vec::new();
+    for f in &m.files {
+        let bytes = fs::read(bag.join(&f.path)).unwrap();
+        streamed.extend(mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().data.into_owned()));
+    }
+    assert!(streamed == sent, "the mcap crate's record stream read other bytes");
+
+    // The last file cut inside its summary: reindex reads it record by record.
+    let last = bag.join(&m.files.last().unwrap().path);
+    let len = fs::metadata(&last).unwrap().len();
+    fs::OpenOptions::new().write(true).open(&last).unwrap().set_len(len - 40).unwrap();
+    reindex(&bag).unwrap();
+    let read: Vec<Vec<u8>> = Reader::open(&bag).unwrap().messages().map(|m| m.unwrap().data.to_vec()).collect();
+    assert!(read == sent, "reindex lost or changed messages");
+}

@@ -63,10 +63,13 @@ install's .msg files: DIR/<package>/msg/<Type>.msg in each --msg-path DIR, then 
 directory of each prefix of AMENT_PREFIX_PATH. A topic whose definition is not found is not
 recorded, with a warning that says where freight looked.
 
-Copies per byte: two, none of them by the kernel: from the subscriber's sample (shared memory)
-into the CDR the bag holds, then into the file's block buffer, written with O_DIRECT past the page
-cache (where the file system allows it; --no-direct-io writes through the page cache); with
---compression zstd or lz4, the compressor reads the CDR and fills the block buffer.
+Copies per byte, none of them by the kernel: one for messages of 1 MiB and more (camera frames,
+point clouds): from the subscriber's sample (shared memory) into the CDR the bag holds, which goes
+to the disk from where it is, with O_DIRECT past the page cache (each such message starts a chunk,
+after a padding record that places it at its memory's alignment). Two for smaller messages: into
+the CDR, then into the file's block buffer. Where the file system refuses O_DIRECT, and with
+--no-direct-io, every message takes the two and the kernel copies once more, into the page cache.
+With --compression zstd or lz4, the compressor reads the CDR and fills the block buffer.
 
 Never silent: a status line shows per topic the messages, rate, MB/s and messages lost; losses
 are counted from each publisher's sequence numbers, and for messages that reached freight over
@@ -334,11 +337,12 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     let received = receive(args, &writer, &cache);
     cache.close();
     let _ = writing.join();
-    let finished = Arc::try_unwrap(writer)
+    let writer = Arc::try_unwrap(writer)
         .map_err(|_| "the writer is still shared".to_string())?
         .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .finish();
+        .unwrap_or_else(|p| p.into_inner());
+    let passed_through = writer.passed_through();
+    let finished = writer.finish();
     let (topics, memory) = received?;
     if let Some(why) = cache.failure() {
         // The write that failed comes first: finishing on a full disk fails too.
@@ -356,7 +360,7 @@ pub fn run(args: &RecordArgs) -> Result<ExitCode, String> {
     }
     let metadata = finished.map_err(|e| e.to_string())?;
     let written = cache.first.get().map(Instant::elapsed);
-    Ok(summary(&topics, &metadata, &output, written, &memory))
+    Ok(summary(&topics, &metadata, &output, written, passed_through, &memory))
 }
 
 /// Writes what the cache holds until it is closed and empty, ending a chunk
@@ -714,6 +718,7 @@ fn summary(
     metadata: &freight_bag::Metadata,
     output: &std::path::Path,
     written: Option<Duration>,
+    passed_through: u64,
     memory: &MemoryPeak,
 ) -> ExitCode {
     println!(
@@ -732,6 +737,10 @@ fn summary(
             bytes as f64 / d.as_secs_f64().max(1e-9) / 1e6
         );
     }
+    println!(
+        "  copies: {passed_through} bytes went to the disk from the CDR copied out of the samples (one copy per \
+         byte), the rest through the file's block buffer (two)"
+    );
     let (cpu, peak) = own_usage();
     println!(
         "  recorder: {cpu:.2} s of CPU (user and system), peak resident memory {} MiB: private {} MiB, shared memory \
