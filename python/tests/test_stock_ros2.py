@@ -16,6 +16,7 @@ so; without the stock wheels they fail (``make test`` installs them).
 import json
 import os
 import pathlib
+import re
 import signal
 import sys
 import time
@@ -23,6 +24,7 @@ import time
 import pytest
 
 import netns
+from conftest import FREIGHT_BIN
 from support import Child, remove_dead_fastdds_segments
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -499,3 +501,50 @@ def test_in_a_containers_64mb_dev_shm_freight_delivers_what_stock_ros2_does(dist
     # freight delivered all 30 in every run where it was recorded; one run in
     # seven had it behind stock, by how much is not known yet: allow two.
     assert delivered["freight"] >= min(delivered["stock"], frames - 2), delivered
+
+
+#: The comment `freight topic echo` prints before a message of a type it decoded by its .msg files.
+ECHO_HEADER = r"# from publisher [0-9a-f]{16}, via network, as CDR decoded by its \.msg definition"
+
+
+def test_echo_and_hz_take_a_stock_nodes_rosout_decoded_by_the_installs_msg_files(peers, host, topic, distro):
+    """`freight topic echo` and `hz` of a type freight has no Rust type for: a
+    stock node's /rosout (rcl_interfaces/msg/Log), read from DDS as CDR and
+    decoded by the stock install's .msg files, found through AMENT_PREFIX_PATH
+    as a sourced install sets it. Every field comes out, in the definition's
+    order, with the values the stock node sent."""
+    env = {"AMENT_PREFIX_PATH": str(distro.parent.parent)}
+    logger = peers.start(host, "stock", "pub", "image", topic, node="stock_logger")
+
+    def freight(*argv, name):
+        child = Child(netns.argv(host, [FREIGHT_BIN, "topic", *argv]), env=env, clean_env=True, name=name)
+        peers.children.append(child)
+        return child
+
+    def log_until_exit(child, period):
+        # The tools subscribe volatile, best effort: log until they have what
+        # they wait for.
+        deadline = time.monotonic() + ARRIVE
+        while child.proc.poll() is None and time.monotonic() < deadline:
+            logger.send("LOG 1")
+            logger.expect("LOGGED", timeout=START)
+            time.sleep(period)
+        return child.wait(timeout=START)
+
+    echo = freight("echo", "/rosout", "--count", "3", "--spin-time", "3", name="freight topic echo")
+    assert log_until_exit(echo, 0.3) == 0, echo.transcript()
+    documents = [d.strip() for d in "\n".join(echo.stdout).split("\n---") if d.strip()]
+    assert len(documents) == 3, echo.transcript()
+    for d in documents:
+        header, *body = d.splitlines()
+        assert re.fullmatch(ECHO_HEADER, header), d
+        keys = [line.split(":")[0] for line in body if not line.startswith(" ")]
+        assert keys == ["stamp", "level", "name", "msg", "file", "function", "line"], d
+        fields = dict(line.split(": ", 1) for line in body if ": " in line)
+        assert (fields["level"], fields["name"], fields["msg"]) == ("20", "stock_logger", "log0"), d
+        assert int(fields["  sec"]) > 1_700_000_000 and fields["file"].endswith(".py") and int(fields["line"]) > 0, d
+
+    hz = freight("hz", "/rosout", "--duration", "4", "--spin-time", "3", name="freight topic hz")
+    assert log_until_exit(hz, 0.1) == 0, hz.transcript()
+    rates = [float(line.split()[-1]) for line in hz.stdout if line.startswith("average rate:")]
+    assert rates and 1.0 < rates[-1] < 50.0, hz.transcript()

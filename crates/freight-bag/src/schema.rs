@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use freight_msg_gen::{Builder, GenError};
+use freight_msg_gen::{load_package, Builder, GenError, MsgSpec};
 
 use crate::error::BagError;
 
@@ -58,49 +58,36 @@ impl Schema {
     /// assert!(tick.rihs01.starts_with("RIHS01_"));
     /// ```
     pub fn from_share_dirs(type_name: &str, share_dirs: &[PathBuf]) -> Result<Schema, BagError> {
-        let no = |why: String| BagError::NoDefinition { type_name: type_name.to_string(), why };
-        let package = match type_name.split('/').collect::<Vec<_>>()[..] {
-            [package, "msg", name] if !package.is_empty() && !name.is_empty() => package,
-            _ => return Err(no("not a message type name (pkg/msg/Type)".into())),
-        };
-        let locate = |package: &str| {
-            share_dirs.iter().map(|d| d.join(package)).find(|d| d.join("msg").is_dir()).ok_or_else(|| {
-                let searched: Vec<String> = share_dirs.iter().map(|d| d.display().to_string()).collect();
-                no(format!(
-                    "no {package}/msg/ in {} (set AMENT_PREFIX_PATH, as a sourced ROS 2 install does, or name the \
-                     directory with --msg-path)",
-                    if searched.is_empty() { "any directory".to_string() } else { searched.join(", ") }
-                ))
-            })
-        };
-        let mut packages: Vec<PathBuf> = vec![locate(package)?];
-        // Each round loads the packages found so far; a type they use from
-        // another package names the next one to load.
-        while packages.len() <= MAX_PACKAGES {
-            let builder = packages.iter().fold(Builder::new().use_shipped_interfaces(false), |b, d| b.package_dir(d));
-            match builder.schemas() {
-                Ok(schemas) => {
-                    let found = schemas.into_iter().find(|s| s.type_name == type_name);
-                    return found
-                        .map(|s| Schema {
-                            type_name: Cow::Owned(s.type_name),
-                            ros2msg: Cow::Owned(s.ros2msg),
-                            rihs01: Cow::Owned(s.rihs01),
-                        })
-                        .ok_or_else(|| no(format!("{} has no {type_name}", packages[0].display())));
-                }
-                Err(GenError::UnknownType { ty, .. }) => {
-                    let used = ty.split('/').next().unwrap_or_default();
-                    let dir = locate(used)?;
-                    if packages.contains(&dir) {
-                        return Err(no(format!("{ty} is used but {} does not define it", dir.display())));
-                    }
-                    packages.push(dir);
-                }
-                Err(e) => return Err(no(e.to_string())),
-            }
+        resolve(type_name, share_dirs).map(|(schema, _)| schema)
+    }
+
+    /// As [`Schema::from_share_dirs`], with the parsed `.msg` files of the
+    /// packages the type spans (its own and those of every type it uses):
+    /// what a decoder of the type's CDR needs.
+    ///
+    /// ```
+    /// # let dir = freight_testkit::PrivateDir::new("freight-schema-doc");
+    /// # let msg = dir.path().join("my_msgs/msg");
+    /// # std::fs::create_dir_all(&msg).unwrap();
+    /// # std::fs::write(msg.join("Tick.msg"), "uint64 count\n").unwrap();
+    /// let (tick, messages) =
+    ///     freight_bag::Schema::from_share_dirs_with_messages("my_msgs/msg/Tick", &[dir.path().to_path_buf()])
+    ///         .unwrap();
+    /// assert_eq!(messages.iter().map(|m| m.type_name()).collect::<Vec<_>>(), [tick.type_name.to_string()]);
+    /// assert_eq!(messages[0].fields[0].name, "count");
+    /// ```
+    pub fn from_share_dirs_with_messages(
+        type_name: &str,
+        share_dirs: &[PathBuf],
+    ) -> Result<(Schema, Vec<MsgSpec>), BagError> {
+        let (schema, packages) = resolve(type_name, share_dirs)?;
+        let mut messages = Vec::new();
+        for dir in &packages {
+            let package = load_package(dir)
+                .map_err(|e| BagError::NoDefinition { type_name: type_name.to_string(), why: e.to_string() })?;
+            messages.extend(package.messages);
         }
-        Err(no(format!("it spans more than {MAX_PACKAGES} packages")))
+        Ok((schema, messages))
     }
 
     /// The `share/` directories of the prefixes in `AMENT_PREFIX_PATH`, in
@@ -110,6 +97,54 @@ impl Schema {
             .map(|paths| std::env::split_paths(&paths).map(|p| p.join("share")).collect())
             .unwrap_or_default()
     }
+}
+
+/// The schema of `type_name` from `share_dirs` (see [`Schema::from_share_dirs`])
+/// and the package directories its definition spans.
+fn resolve(type_name: &str, share_dirs: &[PathBuf]) -> Result<(Schema, Vec<PathBuf>), BagError> {
+    let no = |why: String| BagError::NoDefinition { type_name: type_name.to_string(), why };
+    let package = match type_name.split('/').collect::<Vec<_>>()[..] {
+        [package, "msg", name] if !package.is_empty() && !name.is_empty() => package,
+        _ => return Err(no("not a message type name (pkg/msg/Type)".into())),
+    };
+    let locate = |package: &str| {
+        share_dirs.iter().map(|d| d.join(package)).find(|d| d.join("msg").is_dir()).ok_or_else(|| {
+            let searched: Vec<String> = share_dirs.iter().map(|d| d.display().to_string()).collect();
+            no(format!(
+                "no {package}/msg/ in {} (set AMENT_PREFIX_PATH, as a sourced ROS 2 install does, or name the \
+                 directory with --msg-path)",
+                if searched.is_empty() { "any directory".to_string() } else { searched.join(", ") }
+            ))
+        })
+    };
+    let mut packages: Vec<PathBuf> = vec![locate(package)?];
+    // Each round loads the packages found so far; a type they use from
+    // another package names the next one to load.
+    while packages.len() <= MAX_PACKAGES {
+        let builder = packages.iter().fold(Builder::new().use_shipped_interfaces(false), |b, d| b.package_dir(d));
+        match builder.schemas() {
+            Ok(schemas) => {
+                let found = schemas.into_iter().find(|s| s.type_name == type_name);
+                let found = found.ok_or_else(|| no(format!("{} has no {type_name}", packages[0].display())))?;
+                let schema = Schema {
+                    type_name: Cow::Owned(found.type_name),
+                    ros2msg: Cow::Owned(found.ros2msg),
+                    rihs01: Cow::Owned(found.rihs01),
+                };
+                return Ok((schema, packages));
+            }
+            Err(GenError::UnknownType { ty, .. }) => {
+                let used = ty.split('/').next().unwrap_or_default();
+                let dir = locate(used)?;
+                if packages.contains(&dir) {
+                    return Err(no(format!("{ty} is used but {} does not define it", dir.display())));
+                }
+                packages.push(dir);
+            }
+            Err(e) => return Err(no(e.to_string())),
+        }
+    }
+    Err(no(format!("it spans more than {MAX_PACKAGES} packages")))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod bench;
 mod dds;
 mod demo;
 mod doctor;
+mod dynamic;
 mod lab;
 mod private_dir;
 mod raw;

@@ -5,13 +5,20 @@
 
 mod publish;
 
+use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use freight::graph::{Endpoint, EndpointKind, Pairing, TopicGraph};
 use freight::{Message, MessageInfo, Node, QoS, Transport};
+use freight_bag::Schema;
+use freight_dds::ReceivedCdr;
 use freight_msg::yaml::{self, YamlOptions};
 use freight_msg::RawBuffer;
+
+use crate::dynamic::DynamicType;
+use crate::raw::{self, RawTopics};
 
 /// `freight topic ...`
 #[derive(Debug, Subcommand)]
@@ -86,8 +93,12 @@ pub enum TopicCommand {
 
 const ECHO_ABOUT: &str = "\
 Print the messages of a topic as `ros2 topic echo` does: each one as YAML, field names from
-its definition, followed by a line `---`. Every built-in type can be printed (builtin_interfaces,
-std_msgs, geometry_msgs, sensor_msgs, tensor_msgs); `hz` and `bw` take the same types.
+its definition, followed by a line `---`. Every type can be printed; `hz` and `bw` take the
+same types. The built-in ones (builtin_interfaces, std_msgs, geometry_msgs, sensor_msgs,
+tensor_msgs) come through freight's typed subscription. Any other (a stock node's /rosout,
+nav_msgs/msg/Odometry, your own package) is read from DDS as CDR and decoded by its type's .msg
+files, found as `freight bag record` finds them: DIR/<package>/msg/<Type>.msg in each
+--msg-path DIR, then in the share directory of each prefix of AMENT_PREFIX_PATH.
 
 Arrays and strings longer than --truncate-length (128) keep their first elements and end with
 '...', as in ROS 2. A truncated buffer field (the large data: pixels, points) also says its
@@ -98,7 +109,9 @@ length, element type and memory in a comment on its line:
 Before each message, a comment line says where it came from and how its buffers arrived:
 `# from publisher <id>, sequence <n>, via <path>, buffers in <backend>` (`no buffers` for a
 message without buffer fields). Path (intra, shm, network) and backend are those `freight topic
-info -v` shows for the pair. The output stays valid YAML: a stream of documents.
+info -v` shows for the pair. A message of another type says `# from publisher <DDS handle>,
+via network, as CDR decoded by its .msg definition`. The output stays valid YAML: a stream of
+documents.
 
 It subscribes with sensor-data QoS (best effort, which matches reliable publishers too).";
 
@@ -146,6 +159,11 @@ pub struct ReceiveArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// Where the .msg files of types outside the built-in ones are, laid out as a ROS 2
+    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
+    /// share directories of AMENT_PREFIX_PATH.
+    #[arg(long = "msg-path", value_name = "DIR")]
+    msg_paths: Vec<PathBuf>,
 }
 
 /// Runs one `freight topic` command.
@@ -306,7 +324,8 @@ enum Mode {
     Bw,
 }
 
-/// Subscribes with the topic's type (one of the built-in types) and runs `mode`.
+/// Subscribes with the topic's type and runs `mode`: typed for a built-in
+/// type, else as CDR from DDS decoded by the type's `.msg` files.
 fn receive(topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
     let node = inspector(&args.domain)?;
     let graph = graph_of(&node, topic)?;
@@ -315,11 +334,7 @@ fn receive(topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
         ($($t:ty),* $(,)?) => {
             match graph.topic.type_name.as_str() {
                 $(name if name == <$t as Message>::TYPE_NAME => receive_as::<$t>(&node, topic, args, mode),)*
-                other => Err(format!(
-                    "{topic} carries {other}, which this tool cannot decode: it knows the {} built-in types \
-                     (`freight_msg::msgs`); `freight topic info` works for every type",
-                    [$(<$t as Message>::TYPE_NAME),*].len()
-                )),
+                other => receive_raw(&node, topic, other, args, mode),
             }
         };
     }
@@ -330,6 +345,83 @@ fn receive(topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
 fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
     // Sensor-data QoS: never slows a publisher down, matches reliable ones too.
     let sub = node.create_subscription::<M>(topic, QoS::sensor_data()).map_err(|e| e.to_string())?;
+    run_mode(topic, args, mode, |wait| sub.take(wait).map_err(|e| e.to_string()))
+}
+
+/// A topic of a type outside the built-in ones: read from DDS as CDR, with
+/// the QoS typed topics get, and decoded by the type's `.msg` files for `echo`.
+fn receive_raw(node: &Node, topic: &str, type_name: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
+    let dirs = raw::definition_dirs(&args.msg_paths);
+    let (schema, messages) = Schema::from_share_dirs_with_messages(type_name, &dirs)
+        .map_err(|e| format!("{topic} carries {type_name}, which is not a built-in type: {e}"))?;
+    let ty = DynamicType::new(type_name, messages).map_err(|e| format!("{topic}: {e}"))?;
+    let (tx, rx) = mpsc::sync_channel(RAW_QUEUE);
+    let mut raw = RawTopics::new(node.context().domain_id());
+    let qos = QoS::sensor_data().to_dds(node.context().limits().max_depth);
+    // On a DDS thread: a full queue drops, as the best-effort QoS would.
+    let on_cdr = Box::new(move |s: &ReceivedCdr| {
+        let _ = tx.try_send((s.bytes().to_vec(), s.publication_handle()));
+    });
+    // What DDS misses goes unsaid, as `ros2 topic echo` leaves it.
+    let _missed = raw.subscribe(topic, &schema, &qos, on_cdr)?;
+    run_mode(topic, args, mode, |wait| match rx.recv_timeout(wait) {
+        Ok((cdr, publisher)) => Ok(Some(RawArrival { cdr, publisher, ty: &ty })),
+        Err(_) => Ok(None),
+    })
+}
+
+/// Messages of a raw topic waiting for the main thread.
+const RAW_QUEUE: usize = 64;
+
+/// What `echo`, `hz` and `bw` need of a message.
+trait Arrived {
+    /// Bytes it occupies (`bw`).
+    fn size(&self) -> usize;
+    /// What `echo` prints: a comment line on where it came from, then the
+    /// message as YAML.
+    fn echo(&self, format: &YamlOptions) -> Result<String, String>;
+}
+
+impl<M: Message> Arrived for freight::Sample<M> {
+    fn size(&self) -> usize {
+        message_bytes(&**self)
+    }
+
+    fn echo(&self, format: &YamlOptions) -> Result<String, String> {
+        Ok(format!("{}\n{}", echo_header(self.info(), self.buffer_count()), self.to_yaml(format)))
+    }
+}
+
+/// A message of a raw topic: its CDR and the DDS instance handle of its writer.
+struct RawArrival<'a> {
+    cdr: Vec<u8>,
+    publisher: u64,
+    ty: &'a DynamicType,
+}
+
+impl Arrived for RawArrival<'_> {
+    fn size(&self) -> usize {
+        self.cdr.len()
+    }
+
+    fn echo(&self, format: &YamlOptions) -> Result<String, String> {
+        let value =
+            self.ty.decode(&self.cdr).map_err(|e| format!("a message does not decode by its definition: {e}"))?;
+        Ok(format!(
+            "# from publisher {:016x}, via network, as CDR decoded by its .msg definition\n{}",
+            self.publisher,
+            value.to_yaml(format)
+        ))
+    }
+}
+
+/// Runs `mode` on what `take` hands over (waiting at most its argument).
+fn run_mode<A: Arrived>(
+    topic: &str,
+    args: &ReceiveArgs,
+    mode: &Mode,
+    mut take: impl FnMut(Duration) -> Result<Option<A>, String>,
+) -> Result<(), String> {
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
     let mut stats = Window::new(args.window.max(2));
     let mut last_report = Instant::now();
@@ -340,25 +432,27 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &M
             break;
         }
         let wait = deadline.map_or(Duration::from_millis(200), |d| (d - now).min(Duration::from_millis(200)));
-        let sample = match sub.take(wait) {
-            Ok(s) => s,
+        let arrived = match take(wait) {
+            Ok(a) => a,
             // A malformed message is reported and skipped, as any subscriber would.
             Err(e) => {
                 eprintln!("warning: {e}");
                 continue;
             }
         };
-        if let Some(s) = sample {
+        if let Some(a) = arrived {
             match mode {
-                Mode::Echo { limit, format } => {
-                    println!("{}", echo_header(s.info(), s.buffer_count()));
-                    println!("{}---", s.to_yaml(format));
-                    printed += 1;
-                    if limit.is_some_and(|l| printed >= l) {
-                        return Ok(());
+                Mode::Echo { limit, format } => match a.echo(format) {
+                    Ok(text) => {
+                        println!("{text}---");
+                        printed += 1;
+                        if limit.is_some_and(|l| printed >= l) {
+                            return Ok(());
+                        }
                     }
-                }
-                Mode::Hz | Mode::Bw => stats.push(Instant::now(), message_bytes(&*s)),
+                    Err(e) => eprintln!("warning: {topic}: {e}"),
+                },
+                Mode::Hz | Mode::Bw => stats.push(Instant::now(), a.size()),
             }
         }
         if !matches!(mode, Mode::Echo { .. }) && last_report.elapsed() >= Duration::from_secs(1) {

@@ -298,3 +298,60 @@ fn topic_info_shows_the_spill_writer_of_a_publisher_in_a_small_dev_shm() {
     assert!(stdout.contains("publisher exit 0"), "{stdout}\n{published}");
     assert!(published.contains("go to the subscribers over DDS"), "{published}");
 }
+
+freight_msg::message! {
+    /// A type of this test's own: not one of freight's built-in types.
+    pub struct Odo = "cli_test_msgs/msg/Odo" {
+        pub frame: String,
+        pub pose: [f64; 3],
+        pub hits: Vec<u16>,
+    }
+}
+
+/// `freight topic echo` of a type outside the built-in ones reads it from DDS
+/// as CDR and decodes it by the `.msg` file `--msg-path` finds; without one,
+/// the error says where it looked and what to set.
+#[test]
+fn topic_echo_decodes_a_type_outside_the_built_in_ones_by_its_msg_file() {
+    let share = freight_testkit::PrivateDir::new("cli-msg-path");
+    let msg_dir = share.path().join("cli_test_msgs/msg");
+    std::fs::create_dir_all(&msg_dir).unwrap();
+    std::fs::write(msg_dir.join("Odo.msg"), "string frame\nfloat64[3] pose\nuint16[] hits\n").unwrap();
+    let ctx = Context::builder().domain_id(74).create().unwrap();
+    let node = ctx.create_node("odometer").unwrap();
+    let topic = format!("/cli_test_{}/odo", std::process::id());
+    let publisher = node.create_publisher::<Odo>(&topic, 5).unwrap();
+    let odo = Odo { frame: "odom".into(), pose: [1.0, 2.5, -3.0], hits: vec![7, 9] };
+    let running = Arc::new(AtomicBool::new(true));
+    let publishing = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                let _ = publisher.publish_copy(&odo);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let msg_path = share.path().to_str().unwrap();
+    let (ok, out, err) =
+        freight(&["topic", "echo", &topic, "--once", "--duration", "10", "--domain", "74", "--msg-path", msg_path]);
+    let without = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["topic", "echo", &topic, "--once", "--duration", "5", "--domain", "74"])
+        .env_remove("AMENT_PREFIX_PATH")
+        .output()
+        .expect("run freight");
+    running.store(false, Ordering::Relaxed);
+    publishing.join().unwrap();
+    assert!(ok, "{err}");
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.ends_with("via network, as CDR decoded by its .msg definition"), "{out}");
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        ["frame: odom", "pose:", "- 1.0", "- 2.5", "- -3.0", "hits:", "- 7", "- 9", "---"],
+        "{out}"
+    );
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert!(!without.status.success());
+    assert!(err.contains("cli_test_msgs/msg/Odo, which is not a built-in type") && err.contains("--msg-path"), "{err}");
+}

@@ -273,9 +273,7 @@ pub trait Message: CdrField + YamlField + Clone + Default + fmt::Debug + Partial
     /// The message as `ros2 topic echo` prints it (YAML, without the `---`
     /// line that follows each message); see [`crate::yaml`].
     fn to_yaml(&self, options: &YamlOptions) -> String {
-        let mut out = String::new();
-        yaml::write_document(self, options, &mut out);
-        out
+        yaml::to_string(self, options)
     }
 
     /// Parses plain CDR with buffers inline; buffers land in `cpu` memory.

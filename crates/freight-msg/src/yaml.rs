@@ -114,10 +114,13 @@ impl fmt::Debug for YamlWriter<'_> {
     }
 }
 
-/// Writes `value` as a YAML document (each line ends with a newline) after what
-/// `out` holds.
-pub(crate) fn write_document<T: YamlField + ?Sized>(value: &T, options: &YamlOptions, out: &mut String) {
-    value.write_yaml(&mut YamlWriter { out, options, slot: Slot::Document });
+/// `value` as a YAML document, each line ending with a newline: what
+/// [`Message::to_yaml`](crate::Message::to_yaml) returns for a message, for
+/// any [`YamlField`] (see [`YamlWriter::elements`] for an example).
+pub fn to_string<T: YamlField + ?Sized>(value: &T, options: &YamlOptions) -> String {
+    let mut out = String::new();
+    value.write_yaml(&mut YamlWriter { out: &mut out, options, slot: Slot::Document });
+    out
 }
 
 impl<'a> YamlWriter<'a> {
@@ -215,6 +218,47 @@ impl<'a> YamlWriter<'a> {
         if truncated {
             dash(self);
             self.at(Slot::Item(indent)).literal("...");
+        }
+    }
+
+    /// Writes a sequence (an array `T[N]` when `fixed`) of a type known only
+    /// at run time, a message decoded from its `.msg` definition, as
+    /// `Vec<T>` and `[T; N]` write themselves: `idl_name` names the element
+    /// type in the `--no-arr` summary (`uint8`, `sensor_msgs/msg/PointField`).
+    ///
+    /// ```
+    /// use freight_msg::{YamlField, YamlOptions, YamlWriter};
+    /// struct Pair([u16; 2]);
+    /// impl YamlField for Pair {
+    ///     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
+    ///         w.message().field("xs", &Items(&self.0)).finish();
+    ///     }
+    ///     fn set_from(&mut self, _: &freight_msg::FieldValue) -> Result<(), freight_msg::FieldError> {
+    ///         unimplemented!()
+    ///     }
+    /// }
+    /// struct Items<'a>(&'a [u16]);
+    /// impl YamlField for Items<'_> {
+    ///     fn write_yaml(&self, w: &mut YamlWriter<'_>) {
+    ///         w.elements(self.0, "uint16", true);
+    ///     }
+    ///     fn set_from(&mut self, _: &freight_msg::FieldValue) -> Result<(), freight_msg::FieldError> {
+    ///         unimplemented!()
+    ///     }
+    /// }
+    /// let yaml = freight_msg::yaml::to_string(&Pair([1, 2]), &YamlOptions::default());
+    /// assert_eq!(yaml, "xs:\n- 1\n- 2\n");
+    /// let mut summary = YamlOptions::default();
+    /// summary.no_arr = true;
+    /// assert_eq!(freight_msg::yaml::to_string(&Pair([1, 2]), &summary), "xs: '<array type: uint16[2]>'\n");
+    /// ```
+    pub fn elements<T: YamlField>(&mut self, items: &[T], idl_name: &str, fixed: bool) {
+        let summary = || match fixed {
+            true => format!("<array type: {idl_name}[{}]>", items.len()),
+            false => format!("<sequence type: {idl_name}, length: {}>", items.len()),
+        };
+        if !self.summarize(summary) {
+            self.sequence(items, None);
         }
     }
 

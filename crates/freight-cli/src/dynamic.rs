@@ -1,0 +1,473 @@
+//! Messages of a type known only at run time from its `.msg` files (a stock
+//! node's `/rosout`, `nav_msgs/msg/Odometry`, a user's own package): their
+//! CDR decoded into a tree of values that prints as `ros2 topic echo` prints
+//! a message, the same YAML the built-in types print
+//! ([`freight_msg::yaml`]).
+//!
+//! The CDR comes from other processes and the network: every length is
+//! checked against the bytes that remain before anything is allocated, and a
+//! type that contains itself is refused when the type is made, so decoding
+//! never recurses without end.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use freight_msg::{CdrReader, DecodeError, FieldError, FieldValue, YamlField, YamlOptions, YamlWriter};
+use freight_msg_gen::{ArrayKind, BaseType, MsgSpec, Primitive};
+
+/// A message type decoded by its definition.
+#[derive(Debug)]
+pub struct DynamicType {
+    root: Arc<Layout>,
+}
+
+/// One message type, its nested types resolved.
+#[derive(Debug)]
+struct Layout {
+    type_name: Arc<str>,
+    /// Each field's name, element and array kind.
+    fields: Vec<(Arc<str>, Element, ArrayKind)>,
+}
+
+/// A field's element type.
+#[derive(Debug)]
+enum Element {
+    Primitive(Primitive),
+    String,
+    Message(Arc<Layout>),
+}
+
+/// Why a type cannot be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DynamicTypeError {
+    /// A type it uses is not among the definitions given.
+    #[error("{used_by} uses {missing}, whose definition was not found")]
+    Missing {
+        /// The type that names it.
+        used_by: String,
+        /// The type not found.
+        missing: String,
+    },
+    /// It contains itself, which no finite message does.
+    #[error("{0} contains itself")]
+    Recursive(String),
+}
+
+impl DynamicType {
+    /// The type `type_name` (`pkg/msg/Type`) from `messages`, which must hold
+    /// its definition and that of every type it uses (what
+    /// `freight_bag::Schema::from_share_dirs_with_messages` returns).
+    pub fn new(type_name: &str, messages: Vec<MsgSpec>) -> Result<DynamicType, DynamicTypeError> {
+        let specs: HashMap<String, MsgSpec> = messages.into_iter().map(|m| (m.type_name(), m)).collect();
+        let mut done = HashMap::new();
+        let root = layout(type_name, "the topic", &specs, &mut done, &mut Vec::new())?;
+        Ok(DynamicType { root })
+    }
+
+    /// Decodes one message: CDR with its 4-byte encapsulation header.
+    pub fn decode(&self, cdr: &[u8]) -> Result<Value, DecodeError> {
+        let mut r = CdrReader::new(cdr)?;
+        let v = read_message(&mut r, &self.root)?;
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// The layout of `type_name`, built once per type (`done`); `path` holds the
+/// types being built, to catch one that contains itself.
+fn layout(
+    type_name: &str,
+    used_by: &str,
+    specs: &HashMap<String, MsgSpec>,
+    done: &mut HashMap<String, Arc<Layout>>,
+    path: &mut Vec<String>,
+) -> Result<Arc<Layout>, DynamicTypeError> {
+    if let Some(l) = done.get(type_name) {
+        return Ok(l.clone());
+    }
+    if path.iter().any(|t| t == type_name) {
+        return Err(DynamicTypeError::Recursive(type_name.to_string()));
+    }
+    let spec = specs
+        .get(type_name)
+        .ok_or_else(|| DynamicTypeError::Missing { used_by: used_by.to_string(), missing: type_name.to_string() })?;
+    path.push(type_name.to_string());
+    let mut fields = Vec::with_capacity(spec.fields.len());
+    for f in &spec.fields {
+        let element = match &f.ty.base {
+            BaseType::Primitive(p) => Element::Primitive(*p),
+            BaseType::String { .. } => Element::String,
+            BaseType::Message { package, name } => {
+                Element::Message(layout(&format!("{package}/msg/{name}"), type_name, specs, done, path)?)
+            }
+        };
+        fields.push((Arc::from(f.name.as_str()), element, f.ty.array));
+    }
+    path.pop();
+    let l = Arc::new(Layout { type_name: Arc::from(type_name), fields });
+    done.insert(type_name.to_string(), l.clone());
+    Ok(l)
+}
+
+/// A decoded value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A `bool`.
+    Bool(bool),
+    /// A `uint8`, `byte` or `char` (bytes, as in freight's Rust types).
+    U8(u8),
+    /// An `int8`.
+    I8(i8),
+    /// A `uint16`.
+    U16(u16),
+    /// An `int16`.
+    I16(i16),
+    /// A `uint32`.
+    U32(u32),
+    /// An `int32`.
+    I32(i32),
+    /// A `uint64`.
+    U64(u64),
+    /// An `int64`.
+    I64(i64),
+    /// A `float32`.
+    F32(f32),
+    /// A `float64`.
+    F64(f64),
+    /// A `string`.
+    Str(String),
+    /// A message: its fields, in order.
+    Message(Vec<(Arc<str>, Value)>),
+    /// An array (`fixed`: `T[N]`) or a sequence.
+    Array {
+        /// The elements.
+        items: Items,
+        /// Whether it is a fixed-size array.
+        fixed: bool,
+    },
+}
+
+/// The elements of an array, one vector per element type: a megapixel
+/// `uint8[]` is a megabyte, not a million values.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum Items {
+    Bool(Vec<bool>),
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Str(Vec<String>),
+    /// Messages of the named type.
+    Message(Arc<str>, Vec<Value>),
+}
+
+impl Value {
+    /// The value as YAML, as `ros2 topic echo` prints a message (without the
+    /// `---` line that follows).
+    pub fn to_yaml(&self, options: &YamlOptions) -> String {
+        freight_msg::yaml::to_string(self, options)
+    }
+}
+
+impl YamlField for Value {
+    fn write_yaml(&self, w: &mut YamlWriter<'_>) {
+        match self {
+            Value::Bool(v) => v.write_yaml(w),
+            Value::U8(v) => v.write_yaml(w),
+            Value::I8(v) => v.write_yaml(w),
+            Value::U16(v) => v.write_yaml(w),
+            Value::I16(v) => v.write_yaml(w),
+            Value::U32(v) => v.write_yaml(w),
+            Value::I32(v) => v.write_yaml(w),
+            Value::U64(v) => v.write_yaml(w),
+            Value::I64(v) => v.write_yaml(w),
+            Value::F32(v) => v.write_yaml(w),
+            Value::F64(v) => v.write_yaml(w),
+            Value::Str(v) => v.write_yaml(w),
+            Value::Message(fields) => {
+                let mut m = w.message();
+                for (name, value) in fields {
+                    m.field(name, value);
+                }
+                m.finish();
+            }
+            Value::Array { items, fixed } => {
+                macro_rules! elements {
+                    ($v:expr, $t:ty) => {
+                        w.elements($v, <$t as YamlField>::IDL_NAME, *fixed)
+                    };
+                }
+                match items {
+                    Items::Bool(v) => elements!(v, bool),
+                    Items::U8(v) => elements!(v, u8),
+                    Items::I8(v) => elements!(v, i8),
+                    Items::U16(v) => elements!(v, u16),
+                    Items::I16(v) => elements!(v, i16),
+                    Items::U32(v) => elements!(v, u32),
+                    Items::I32(v) => elements!(v, i32),
+                    Items::U64(v) => elements!(v, u64),
+                    Items::I64(v) => elements!(v, i64),
+                    Items::F32(v) => elements!(v, f32),
+                    Items::F64(v) => elements!(v, f64),
+                    Items::Str(v) => elements!(v, String),
+                    Items::Message(type_name, v) => w.elements(v, type_name, *fixed),
+                }
+            }
+        }
+    }
+
+    /// Decoded values are printed, not set: messages of a type known at run
+    /// time are never built from YAML here.
+    fn set_from(&mut self, value: &FieldValue) -> Result<(), FieldError> {
+        Err(freight_msg::fields::wrong_kind("nothing: a decoded value is read-only", value))
+    }
+}
+
+fn read_message(r: &mut CdrReader<'_>, layout: &Layout) -> Result<Value, DecodeError> {
+    // A message without fields is one byte on the wire (ROS 2's
+    // `structure_needs_at_least_one_member`).
+    if layout.fields.is_empty() {
+        r.read_u8()?;
+    }
+    let mut fields = Vec::with_capacity(layout.fields.len());
+    for (name, element, array) in &layout.fields {
+        fields.push((name.clone(), read_field(r, element, *array)?));
+    }
+    Ok(Value::Message(fields))
+}
+
+fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Result<Value, DecodeError> {
+    let (count, fixed) = match array {
+        ArrayKind::Single => return read_one(r, element),
+        ArrayKind::Fixed(n) => (n, true),
+        // A bounded sequence is read as the built-in types read it: its bound
+        // is the publisher's to keep.
+        ArrayKind::Bounded(_) | ArrayKind::Unbounded => (r.read_len(min_size(element))?, false),
+    };
+    // At most what the bytes left can hold: a count comes from the type, or
+    // from a peer that may lie.
+    let capacity = count.min(r.remaining());
+    macro_rules! many {
+        ($variant:ident, $read:ident) => {{
+            let mut v = Vec::with_capacity(capacity);
+            for _ in 0..count {
+                v.push(r.$read()?);
+            }
+            Items::$variant(v)
+        }};
+    }
+    let items = match element {
+        Element::Primitive(p) => match p {
+            Primitive::Bool => many!(Bool, read_bool),
+            Primitive::Byte | Primitive::Char | Primitive::UInt8 => Items::U8(r.take(count)?.to_vec()),
+            Primitive::Int8 => many!(I8, read_i8),
+            Primitive::UInt16 => many!(U16, read_u16),
+            Primitive::Int16 => many!(I16, read_i16),
+            Primitive::UInt32 => many!(U32, read_u32),
+            Primitive::Int32 => many!(I32, read_i32),
+            Primitive::UInt64 => many!(U64, read_u64),
+            Primitive::Int64 => many!(I64, read_i64),
+            Primitive::Float32 => many!(F32, read_f32),
+            Primitive::Float64 => many!(F64, read_f64),
+        },
+        Element::String => many!(Str, read_string),
+        Element::Message(layout) => {
+            let mut v = Vec::with_capacity(capacity);
+            for _ in 0..count {
+                v.push(read_message(r, layout)?);
+            }
+            Items::Message(layout.type_name.clone(), v)
+        }
+    };
+    Ok(Value::Array { items, fixed })
+}
+
+fn read_one(r: &mut CdrReader<'_>, element: &Element) -> Result<Value, DecodeError> {
+    Ok(match element {
+        Element::Primitive(p) => match p {
+            Primitive::Bool => Value::Bool(r.read_bool()?),
+            Primitive::Byte | Primitive::Char | Primitive::UInt8 => Value::U8(r.read_u8()?),
+            Primitive::Int8 => Value::I8(r.read_i8()?),
+            Primitive::UInt16 => Value::U16(r.read_u16()?),
+            Primitive::Int16 => Value::I16(r.read_i16()?),
+            Primitive::UInt32 => Value::U32(r.read_u32()?),
+            Primitive::Int32 => Value::I32(r.read_i32()?),
+            Primitive::UInt64 => Value::U64(r.read_u64()?),
+            Primitive::Int64 => Value::I64(r.read_i64()?),
+            Primitive::Float32 => Value::F32(r.read_f32()?),
+            Primitive::Float64 => Value::F64(r.read_f64()?),
+        },
+        Element::String => Value::Str(r.read_string()?),
+        Element::Message(layout) => read_message(r, layout)?,
+    })
+}
+
+/// The fewest bytes one element takes on the wire, for the check of a
+/// sequence's length against what remains.
+fn min_size(element: &Element) -> usize {
+    match element {
+        Element::Primitive(p) => match p {
+            Primitive::Bool | Primitive::Byte | Primitive::Char | Primitive::UInt8 | Primitive::Int8 => 1,
+            Primitive::UInt16 | Primitive::Int16 => 2,
+            Primitive::UInt32 | Primitive::Int32 | Primitive::Float32 => 4,
+            Primitive::UInt64 | Primitive::Int64 | Primitive::Float64 => 8,
+        },
+        // Its length and NUL.
+        Element::String => 5,
+        // An empty message is one byte; any other at least that.
+        Element::Message(_) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use freight_msg::msgs::geometry_msgs::{Quaternion, Vector3};
+    use freight_msg::msgs::sensor_msgs::{Image, Imu, PointCloud2, PointField};
+    use freight_msg::msgs::std_msgs::{MultiArrayDimension, String as StdString, UInt8MultiArray};
+    use freight_msg::{Buffer, Message};
+
+    use super::*;
+
+    /// The `.msg` files freight's built-in types are generated from.
+    fn shipped() -> Vec<MsgSpec> {
+        let dir = freight_msg_gen::shipped_interfaces_dir();
+        freight_msg_gen::BUILT_IN_PACKAGES
+            .iter()
+            .flat_map(|p| freight_msg_gen::load_package(&dir.join(p)).unwrap().messages)
+            .collect()
+    }
+
+    fn image() -> Image {
+        let mut m = Image { height: 2, width: 3, encoding: "rgb8".into(), step: 9, ..Image::default() };
+        m.header.stamp.sec = -5;
+        m.header.stamp.nanosec = 7;
+        m.header.frame_id = "cam: left".into();
+        m.data = Buffer::from((0..18u8).collect::<Vec<_>>());
+        m
+    }
+
+    fn imu() -> Imu {
+        let mut m = Imu {
+            orientation: Quaternion { x: 0.1, y: -2.5, z: 1e-5, w: f64::NAN },
+            angular_velocity: Vector3 { x: 1.0, y: 2.0, z: f64::INFINITY },
+            orientation_covariance: [0.5; 9],
+            ..Imu::default()
+        };
+        m.linear_acceleration_covariance[4] = -1.0;
+        m
+    }
+
+    fn cloud() -> PointCloud2 {
+        let field = |name: &str, offset| PointField { name: name.into(), offset, datatype: 7, count: 1 };
+        PointCloud2 {
+            height: 1,
+            width: 2,
+            fields: vec![field("x", 0), field("y", 4), field("z", 8)],
+            is_bigendian: false,
+            point_step: 12,
+            row_step: 24,
+            data: Buffer::from(vec![1u8; 24]),
+            is_dense: true,
+            ..PointCloud2::default()
+        }
+    }
+
+    fn blob() -> UInt8MultiArray {
+        let mut m = UInt8MultiArray { data: Buffer::from(vec![3u8; 5]), ..UInt8MultiArray::default() };
+        m.layout.dim.push(MultiArrayDimension { label: "".into(), size: 5, stride: 5 });
+        m.layout.data_offset = 2;
+        m
+    }
+
+    fn options() -> Vec<YamlOptions> {
+        let mut all = vec![YamlOptions::default()];
+        for f in [
+            |o: &mut YamlOptions| o.no_arr = true,
+            |o: &mut YamlOptions| o.no_str = true,
+            |o: &mut YamlOptions| o.truncate_length = Some(2),
+            |o: &mut YamlOptions| o.truncate_length = None,
+        ] {
+            let mut o = YamlOptions::default();
+            f(&mut o);
+            all.push(o);
+        }
+        all
+    }
+
+    /// freight's typed YAML, less the comment it adds on a truncated buffer's
+    /// line (`data:  # 18 elements (uint8) in cpu`), which ROS 2 does not print.
+    fn typed_yaml<M: Message>(m: &M, o: &YamlOptions) -> String {
+        let text = m.to_yaml(o);
+        text.lines().map(|l| format!("{}\n", l.split("  # ").next().unwrap_or(l))).collect()
+    }
+
+    fn same_as_typed<M: Message>(m: &M) {
+        let ty = DynamicType::new(M::TYPE_NAME, shipped()).unwrap();
+        let value = ty.decode(&m.to_cdr().unwrap()).unwrap();
+        for o in options() {
+            assert_eq!(value.to_yaml(&o), typed_yaml(m, &o), "{} with {o:?}", M::TYPE_NAME);
+        }
+    }
+
+    /// Decoded by the `.msg` files alone, a message prints exactly as its
+    /// generated Rust type prints it, under every echo option: nested
+    /// messages, fixed arrays, sequences of messages, strings that need
+    /// quoting, floats that are not finite.
+    #[test]
+    fn a_message_decoded_by_its_definition_prints_as_its_typed_self() {
+        same_as_typed(&image());
+        same_as_typed(&imu());
+        same_as_typed(&cloud());
+        same_as_typed(&blob());
+        same_as_typed(&StdString { data: "yes".into() });
+    }
+
+    /// Every cut of a message, and lengths no bytes back, are errors, never a
+    /// panic or a huge allocation.
+    #[test]
+    fn short_or_lying_input_is_an_error() {
+        let ty = DynamicType::new(PointCloud2::TYPE_NAME, shipped()).unwrap();
+        let cdr = cloud().to_cdr().unwrap();
+        for n in 0..cdr.len() - 3 {
+            assert!(ty.decode(&cdr[..n]).is_err(), "a cut at {n} of {} decoded", cdr.len());
+        }
+        // The `fields` sequence claims four billion entries. It follows the
+        // encapsulation (4 bytes), the header (stamp, empty frame_id: 16)
+        // and height and width (8).
+        let at = 4 + 16 + 8;
+        assert_eq!(cdr[at..at + 4], 3u32.to_le_bytes());
+        let mut lying = cdr.clone();
+        lying[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = ty.decode(&lying).unwrap_err();
+        assert!(e.to_string().contains("length 4294967295"), "{e}");
+    }
+
+    #[test]
+    fn a_type_that_contains_itself_or_lacks_a_definition_is_refused() {
+        let parse = |name: &str, text: &str| freight_msg_gen::parse_str("p", name, text, Path::new("x.msg")).unwrap();
+        let looped = vec![parse("A", "B[] b\n"), parse("B", "A a\n")];
+        assert_eq!(DynamicType::new("p/msg/A", looped).unwrap_err(), DynamicTypeError::Recursive("p/msg/A".into()));
+        let e = DynamicType::new("p/msg/A", vec![parse("A", "C c\n")]).unwrap_err();
+        assert_eq!(e, DynamicTypeError::Missing { used_by: "p/msg/A".into(), missing: "p/msg/C".into() });
+        let e = DynamicType::new("p/msg/Z", vec![]).unwrap_err();
+        assert_eq!(e.to_string(), "the topic uses p/msg/Z, whose definition was not found");
+    }
+
+    /// A message without fields is the one byte ROS 2 puts on the wire.
+    #[test]
+    fn an_empty_message_is_one_byte() {
+        let empty = freight_msg_gen::parse_str("p", "E", "# nothing\n", Path::new("E.msg")).unwrap();
+        let ty = DynamicType::new("p/msg/E", vec![empty]).unwrap();
+        assert_eq!(ty.decode(&[0, 1, 0, 0, 0]).unwrap().to_yaml(&YamlOptions::default()), "{}\n");
+        assert!(ty.decode(&[0, 1, 0, 0]).is_err());
+    }
+}
