@@ -548,3 +548,73 @@ def test_echo_and_hz_take_a_stock_nodes_rosout_decoded_by_the_installs_msg_files
     assert log_until_exit(hz, 0.1) == 0, hz.transcript()
     rates = [float(line.split()[-1]) for line in hz.stdout if line.startswith("average rate:")]
     assert rates and 1.0 < rates[-1] < 50.0, hz.transcript()
+
+
+#: A freight Python subscription that takes nothing until told: best effort,
+#: keep-all (bounded by freight's queue limit), so that a burst overflows it.
+#: ``PUBLISHERS`` prints ``PUBLISHERS <matched>``, ``COUNT`` prints
+#: ``LOSSES <network_losses>``, ``DRAIN`` takes all and prints ``KEPT <n>``.
+LOSSY_SUBSCRIBER = """
+import sys
+import freight
+from freight.msgs.sensor_msgs import Image
+from freight.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+freight.init()
+node = freight.Node("lossy")
+qos = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.BEST_EFFORT)
+sub = node.create_subscription(Image, sys.argv[1], None, qos)
+print("READY", flush=True)
+for line in sys.stdin:
+    if line.strip() == "PUBLISHERS":
+        print(f"PUBLISHERS {sub.get_publisher_count()}", flush=True)
+    elif line.strip() == "COUNT":
+        print(f"LOSSES {sub.network_losses}", flush=True)
+    elif line.strip() == "DRAIN":
+        kept = 0
+        while sub.take(timeout_sec=0) is not None:
+            kept += 1
+        print(f"KEPT {kept}", flush=True)
+"""
+
+
+def test_a_python_subscription_counts_what_dds_knows_it_missed(peers, host, topic):
+    """A stock node bursts images at a best-effort freight Python subscription
+    that takes none: what its queue has no room for, DDS rejects, and
+    ``Subscription.network_losses`` counts (as Rust's
+    ``Subscription::network_losses``, and rclcpp's message-lost event). Every
+    image is either kept or counted."""
+    burst = 30
+    pub = peers.start(host, "stock", "pub", "image", topic, "--reliability", "best_effort")
+    sub = Child(netns.argv(host, [sys.executable, "-c", LOSSY_SUBSCRIBER, topic]), clean_env=True, name="lossy-sub")
+    peers.children.append(sub)
+    sub.expect("READY", timeout=START)
+    assert matched(pub, 1) == 1
+    # Matched both ways: a sample sent before the subscription's reader knows
+    # the writer is neither kept nor counted.
+    deadline = time.monotonic() + ARRIVE
+    while time.monotonic() < deadline:
+        sub.send("PUBLISHERS")
+        if sub.expect("PUBLISHERS", timeout=START)[1] == "1":
+            break
+        time.sleep(0.1)
+    sub.send("COUNT")
+    assert sub.expect("LOSSES", timeout=START)[1] == "0"
+    pub.send(f"STREAM 0 {burst} 1000 8 8")
+    for k in range(burst):
+        pub.expect(f"SENT {k} ", timeout=ARRIVE)
+    deadline = time.monotonic() + ARRIVE
+    losses = 0
+    while time.monotonic() < deadline:
+        sub.send("COUNT")
+        losses = int(sub.expect("LOSSES", timeout=START)[1])
+        if losses > 0:
+            time.sleep(0.5)  # the last rejections of the burst
+            sub.send("COUNT")
+            losses = int(sub.expect("LOSSES", timeout=START)[1])
+            break
+        time.sleep(0.2)
+    sub.send("DRAIN")
+    kept = int(sub.expect("KEPT", timeout=START)[1])
+    assert losses > 0, f"none of {burst} counted lost, {kept} kept{sub.transcript()}"
+    assert losses + kept == burst, f"{losses} lost + {kept} kept != {burst}{sub.transcript()}"

@@ -838,6 +838,7 @@ pub(crate) trait AnySubscription: Send + Sync {
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
     fn topic_name(&self) -> &str;
     fn publisher_count(&self) -> usize;
+    fn network_losses(&self) -> u64;
 }
 
 impl<M: PyMessage> AnySubscription for RustSubscription<M> {
@@ -872,6 +873,10 @@ impl<M: PyMessage> AnySubscription for RustSubscription<M> {
 
     fn publisher_count(&self) -> usize {
         RustSubscription::publisher_count(self) + self.network_publisher_count()
+    }
+
+    fn network_losses(&self) -> u64 {
+        RustSubscription::network_losses(self).count()
     }
 }
 
@@ -912,6 +917,16 @@ impl Subscription {
     /// Publishers matched, on this host and over the network.
     fn get_publisher_count(&self) -> usize {
         self.inner.publisher_count()
+    }
+
+    /// Messages that came over DDS and that DDS knows this subscription
+    /// missed: those of a best-effort topic that found its queue full (what
+    /// rclcpp's message-lost event reports). Messages from this host's
+    /// shared memory are not counted here: their publishers' sequence
+    /// numbers say what was missed.
+    #[getter]
+    fn network_losses(&self) -> u64 {
+        self.inner.network_losses()
     }
 }
 
