@@ -2,7 +2,9 @@
 //! node's `/rosout`, `nav_msgs/msg/Odometry`, a user's own package): their
 //! CDR decoded into a tree of values that prints as `ros2 topic echo` prints
 //! a message, the same YAML the built-in types print
-//! ([`freight_msg::yaml`]).
+//! ([`freight_msg::yaml`]); and the other way, a message from the values a
+//! user types (`freight topic pub`), checked as the built-in types check them
+//! ([`freight_msg::fields`]) and encoded as CDR.
 //!
 //! The CDR comes from other processes and the network: every length is
 //! checked against the bytes that remain before anything is allocated, and a
@@ -12,8 +14,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use freight_msg::{CdrReader, DecodeError, FieldError, FieldValue, YamlField, YamlOptions, YamlWriter};
-use freight_msg_gen::{ArrayKind, BaseType, MsgSpec, Primitive};
+use freight_msg::fields::{self, FieldProblem};
+use freight_msg::{
+    CdrReader, CdrWriter, DecodeError, EncodeError, FieldError, FieldValue, YamlField, YamlOptions, YamlWriter,
+};
+use freight_msg_gen::{ArrayKind, BaseType, DefaultValue, MsgSpec, Primitive, Value as MsgValue};
 
 /// A message type decoded by its definition.
 #[derive(Debug)]
@@ -24,9 +29,19 @@ pub struct DynamicType {
 /// One message type, its nested types resolved.
 #[derive(Debug)]
 struct Layout {
-    type_name: Arc<str>,
-    /// Each field's name, element and array kind.
-    fields: Vec<(Arc<str>, Element, ArrayKind)>,
+    /// Leaked, once per type a command uses: the error for a field the type
+    /// does not have names it, and takes a `&'static str`.
+    type_name: &'static str,
+    fields: Vec<FieldLayout>,
+}
+
+#[derive(Debug)]
+struct FieldLayout {
+    name: Arc<str>,
+    element: Element,
+    array: ArrayKind,
+    /// The `.msg` file's default, as the values a user types.
+    default: Option<FieldValue>,
 }
 
 /// A field's element type.
@@ -53,6 +68,17 @@ pub enum DynamicTypeError {
     Recursive(String),
 }
 
+/// Why values could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeValuesError {
+    /// A value does not fit its field.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    /// A sequence or string longer than CDR holds.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
 impl DynamicType {
     /// The type `type_name` (`pkg/msg/Type`) from `messages`, which must hold
     /// its definition and that of every type it uses (what
@@ -62,6 +88,18 @@ impl DynamicType {
         let mut done = HashMap::new();
         let root = layout(type_name, "the topic", &specs, &mut done, &mut Vec::new())?;
         Ok(DynamicType { root })
+    }
+
+    /// The message `values` set, as CDR with its encapsulation header: fields
+    /// not named keep their defaults (the `.msg` file's, else zero, empty),
+    /// and values are checked as the built-in types check them, with the same
+    /// errors (a field the type lacks, a number out of range, an array of
+    /// another length).
+    pub fn encode(&self, values: &FieldValue) -> Result<Vec<u8>, EncodeValuesError> {
+        let message = message_from(&self.root, values)?;
+        let mut w = CdrWriter::new();
+        write_value(&mut w, &message)?;
+        Ok(w.finish())
     }
 
     /// Decodes one message: CDR with its 4-byte encapsulation header.
@@ -101,15 +139,30 @@ fn layout(
                 Element::Message(layout(&format!("{package}/msg/{name}"), type_name, specs, done, path)?)
             }
         };
-        fields.push((Arc::from(f.name.as_str()), element, f.ty.array));
+        let default = f.default.as_ref().map(|d| match d {
+            DefaultValue::Scalar(v) => field_value(v),
+            DefaultValue::Array(items) => FieldValue::Seq(items.iter().map(field_value).collect()),
+        });
+        fields.push(FieldLayout { name: Arc::from(f.name.as_str()), element, array: f.ty.array, default });
     }
     path.pop();
-    let l = Arc::new(Layout { type_name: Arc::from(type_name), fields });
+    let type_name: &'static str = Box::leak(type_name.to_string().into_boxed_str());
+    let l = Arc::new(Layout { type_name, fields });
     done.insert(type_name.to_string(), l.clone());
     Ok(l)
 }
 
-/// A decoded value.
+/// A `.msg` default as the value a user would type for it.
+fn field_value(v: &MsgValue) -> FieldValue {
+    match v {
+        MsgValue::Bool(b) => FieldValue::Bool(*b),
+        MsgValue::Int(i) => FieldValue::Int(*i),
+        MsgValue::Float(x) => FieldValue::Float(*x),
+        MsgValue::String(s) => FieldValue::Str(s.clone()),
+    }
+}
+
+/// A message's value, decoded or made from typed values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A `bool`.
@@ -165,7 +218,7 @@ pub enum Items {
     F64(Vec<f64>),
     Str(Vec<String>),
     /// Messages of the named type.
-    Message(Arc<str>, Vec<Value>),
+    Message(&'static str, Vec<Value>),
 }
 
 impl Value {
@@ -237,8 +290,8 @@ fn read_message(r: &mut CdrReader<'_>, layout: &Layout) -> Result<Value, DecodeE
         r.read_u8()?;
     }
     let mut fields = Vec::with_capacity(layout.fields.len());
-    for (name, element, array) in &layout.fields {
-        fields.push((name.clone(), read_field(r, element, *array)?));
+    for f in &layout.fields {
+        fields.push((f.name.clone(), read_field(r, &f.element, f.array)?));
     }
     Ok(Value::Message(fields))
 }
@@ -283,7 +336,7 @@ fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Res
             for _ in 0..count {
                 v.push(read_message(r, layout)?);
             }
-            Items::Message(layout.type_name.clone(), v)
+            Items::Message(layout.type_name, v)
         }
     };
     Ok(Value::Array { items, fixed })
@@ -324,6 +377,183 @@ fn min_size(element: &Element) -> usize {
         // An empty message is one byte; any other at least that.
         Element::Message(_) => 1,
     }
+}
+
+/// The message of `layout` that `value` (a mapping, or null) sets.
+fn message_from(layout: &Layout, value: &FieldValue) -> Result<Value, FieldError> {
+    let given = fields::mapping(value)?;
+    if let Some((name, _)) = given.iter().find(|(name, _)| !layout.fields.iter().any(|f| *f.name == **name)) {
+        let names: Vec<&str> = layout.fields.iter().map(|f| &*f.name).collect();
+        return Err(fields::unknown_field(layout.type_name, name, &names));
+    }
+    let mut out = Vec::with_capacity(layout.fields.len());
+    for f in &layout.fields {
+        // The last mention wins, as the built-in types set their fields in order.
+        let value = match given.iter().rev().find(|(name, _)| *f.name == **name) {
+            Some((_, v)) if !matches!(v, FieldValue::Null) => v,
+            _ => f.default.as_ref().unwrap_or(&FieldValue::Null),
+        };
+        let v = field_from(&f.element, f.array, value).map_err(|e| e.within(&f.name))?;
+        out.push((f.name.clone(), v));
+    }
+    Ok(Value::Message(out))
+}
+
+fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result<Value, FieldError> {
+    let fixed = matches!(array, ArrayKind::Fixed(_));
+    let given: &[FieldValue] = match value {
+        _ if array == ArrayKind::Single => return one_from(element, value),
+        // Null is an empty sequence, or an array of defaults.
+        FieldValue::Null => &[],
+        FieldValue::Seq(items) => items,
+        other => return Err(fields::wrong_kind("a sequence", other)),
+    };
+    let count = match array {
+        ArrayKind::Fixed(n) if matches!(value, FieldValue::Null) => n,
+        ArrayKind::Fixed(n) if given.len() != n => {
+            return Err(FieldError::new(FieldProblem::WrongLength { expected: n, got: given.len() }));
+        }
+        // A bounded sequence longer than its bound would be refused by the
+        // subscribers' deserializers: refused here, naming the bound.
+        ArrayKind::Bounded(n) if given.len() > n => {
+            return Err(FieldError::new(FieldProblem::WrongLength { expected: n, got: given.len() }));
+        }
+        _ => given.len(),
+    };
+    let item = |i: usize| given.get(i).unwrap_or(&FieldValue::Null);
+    macro_rules! many {
+        ($variant:ident, $t:ty) => {{
+            let mut v = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut x = <$t>::default();
+                x.set_from(item(i)).map_err(|e| e.at(i))?;
+                v.push(x);
+            }
+            Items::$variant(v)
+        }};
+    }
+    let items = match element {
+        Element::Primitive(p) => match p {
+            Primitive::Bool => many!(Bool, bool),
+            Primitive::Byte | Primitive::Char | Primitive::UInt8 => many!(U8, u8),
+            Primitive::Int8 => many!(I8, i8),
+            Primitive::UInt16 => many!(U16, u16),
+            Primitive::Int16 => many!(I16, i16),
+            Primitive::UInt32 => many!(U32, u32),
+            Primitive::Int32 => many!(I32, i32),
+            Primitive::UInt64 => many!(U64, u64),
+            Primitive::Int64 => many!(I64, i64),
+            Primitive::Float32 => many!(F32, f32),
+            Primitive::Float64 => many!(F64, f64),
+        },
+        Element::String => many!(Str, String),
+        Element::Message(layout) => {
+            let mut v = Vec::with_capacity(count);
+            for i in 0..count {
+                v.push(message_from(layout, item(i)).map_err(|e| e.at(i))?);
+            }
+            Items::Message(layout.type_name, v)
+        }
+    };
+    Ok(Value::Array { items, fixed })
+}
+
+fn one_from(element: &Element, value: &FieldValue) -> Result<Value, FieldError> {
+    macro_rules! one {
+        ($variant:ident, $t:ty) => {{
+            let mut x = <$t>::default();
+            x.set_from(value)?;
+            Value::$variant(x)
+        }};
+    }
+    Ok(match element {
+        Element::Primitive(p) => match p {
+            Primitive::Bool => one!(Bool, bool),
+            Primitive::Byte | Primitive::Char | Primitive::UInt8 => one!(U8, u8),
+            Primitive::Int8 => one!(I8, i8),
+            Primitive::UInt16 => one!(U16, u16),
+            Primitive::Int16 => one!(I16, i16),
+            Primitive::UInt32 => one!(U32, u32),
+            Primitive::Int32 => one!(I32, i32),
+            Primitive::UInt64 => one!(U64, u64),
+            Primitive::Int64 => one!(I64, i64),
+            Primitive::Float32 => one!(F32, f32),
+            Primitive::Float64 => one!(F64, f64),
+        },
+        Element::String => one!(Str, String),
+        Element::Message(layout) => message_from(layout, value)?,
+    })
+}
+
+/// Writes `value` as CDR, as the reader above reads it.
+fn write_value(w: &mut CdrWriter, value: &Value) -> Result<(), EncodeError> {
+    match value {
+        Value::Bool(v) => w.write_bool(*v),
+        Value::U8(v) => w.write_u8(*v),
+        Value::I8(v) => w.write_i8(*v),
+        Value::U16(v) => w.write_u16(*v),
+        Value::I16(v) => w.write_i16(*v),
+        Value::U32(v) => w.write_u32(*v),
+        Value::I32(v) => w.write_i32(*v),
+        Value::U64(v) => w.write_u64(*v),
+        Value::I64(v) => w.write_i64(*v),
+        Value::F32(v) => w.write_f32(*v),
+        Value::F64(v) => w.write_f64(*v),
+        Value::Str(v) => w.write_string(v)?,
+        Value::Message(fields) if fields.is_empty() => w.write_u8(0),
+        Value::Message(fields) => {
+            for (_, v) in fields {
+                write_value(w, v)?;
+            }
+        }
+        Value::Array { items, fixed } => {
+            macro_rules! each {
+                ($v:expr, $write:ident) => {{
+                    if !fixed {
+                        w.write_len($v.len())?;
+                    }
+                    for x in $v {
+                        w.$write(*x);
+                    }
+                }};
+            }
+            match items {
+                Items::Bool(v) => each!(v, write_bool),
+                Items::U8(v) => {
+                    if !fixed {
+                        w.write_len(v.len())?;
+                    }
+                    w.write_raw(v);
+                }
+                Items::I8(v) => each!(v, write_i8),
+                Items::U16(v) => each!(v, write_u16),
+                Items::I16(v) => each!(v, write_i16),
+                Items::U32(v) => each!(v, write_u32),
+                Items::I32(v) => each!(v, write_i32),
+                Items::U64(v) => each!(v, write_u64),
+                Items::I64(v) => each!(v, write_i64),
+                Items::F32(v) => each!(v, write_f32),
+                Items::F64(v) => each!(v, write_f64),
+                Items::Str(v) => {
+                    if !fixed {
+                        w.write_len(v.len())?;
+                    }
+                    for s in v {
+                        w.write_string(s)?;
+                    }
+                }
+                Items::Message(_, v) => {
+                    if !fixed {
+                        w.write_len(v.len())?;
+                    }
+                    for m in v {
+                        write_value(w, m)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -460,6 +690,61 @@ mod tests {
         assert_eq!(e, DynamicTypeError::Missing { used_by: "p/msg/A".into(), missing: "p/msg/C".into() });
         let e = DynamicType::new("p/msg/Z", vec![]).unwrap_err();
         assert_eq!(e.to_string(), "the topic uses p/msg/Z, whose definition was not found");
+    }
+
+    fn values(text: &str) -> FieldValue {
+        crate::values::parse(text).unwrap()
+    }
+
+    /// Values set a message of a type known at run time to the same CDR its
+    /// typed self gets from them, and refuse what the typed self refuses, with
+    /// the same words.
+    fn encodes_as_typed<M: Message>(good: &[&str], bad: &[&str]) {
+        let ty = DynamicType::new(M::TYPE_NAME, shipped()).unwrap();
+        for text in good {
+            let mut typed = M::default();
+            typed.set_from(&values(text)).unwrap();
+            let cdr = ty.encode(&values(text)).unwrap();
+            assert_eq!(cdr, typed.to_cdr().unwrap(), "{} from {text}", M::TYPE_NAME);
+            assert_eq!(
+                ty.decode(&cdr).unwrap().to_yaml(&YamlOptions::default()),
+                typed_yaml(&typed, &YamlOptions::default())
+            );
+        }
+        for text in bad {
+            let typed = M::default().set_from(&values(text)).unwrap_err();
+            let dynamic = ty.encode(&values(text)).unwrap_err();
+            assert_eq!(dynamic.to_string(), typed.to_string(), "{} from {text}", M::TYPE_NAME);
+        }
+    }
+
+    #[test]
+    fn values_encode_as_the_typed_message_sets_them_and_are_refused_alike() {
+        encodes_as_typed::<Imu>(
+            &["{}", "{orientation: {x: 1.5, w: 1}, orientation_covariance: [1, 2, 3, 4, 5, 6, 7, 8, 9.5]}"],
+            &["{nope: 1}", "{orientation_covariance: [1, 2]}", "{header: {stamp: {sec: x}}}", "{orientation: 3}"],
+        );
+        encodes_as_typed::<PointCloud2>(
+            &["{height: 1, width: 2, fields: [{name: x, offset: 0, datatype: 7, count: 1}, {name: y}], data: [1, 2], \
+               is_dense: true}"],
+            &["{fields: [{name: x}, {name: 3}]}", "{height: -1}", "{data: [256]}", "{is_dense: 2}"],
+        );
+        encodes_as_typed::<Image>(&["{header: {frame_id: cam}, encoding: rgb8, data: [1, 2, 3]}"], &["{data: 5}"]);
+        encodes_as_typed::<StdString>(&["{data: hi}", "{data: null}"], &["{data: [1]}"]);
+    }
+
+    /// A `.msg` file's defaults fill the fields not named; a bounded sequence
+    /// longer than its bound is refused.
+    #[test]
+    fn defaults_of_the_msg_file_fill_the_fields_not_named() {
+        let text = "uint8 a 5\nfloat64[2] b [1.5, 2.5]\nstring s \"hi\"\nint32[<=2] c\n";
+        let spec = freight_msg_gen::parse_str("p", "D", text, Path::new("D.msg")).unwrap();
+        let ty = DynamicType::new("p/msg/D", vec![spec]).unwrap();
+        let yaml = |v: &str| ty.decode(&ty.encode(&values(v)).unwrap()).unwrap().to_yaml(&YamlOptions::default());
+        assert_eq!(yaml("{}"), "a: 5\nb:\n- 1.5\n- 2.5\ns: hi\nc: []\n");
+        assert_eq!(yaml("{a: 7, s: null, c: [1]}"), "a: 7\nb:\n- 1.5\n- 2.5\ns: hi\nc:\n- 1\n");
+        let e = ty.encode(&values("{c: [1, 2, 3]}")).unwrap_err();
+        assert_eq!(e.to_string(), "field c: expected 2 elements, got 3");
     }
 
     /// A message without fields is the one byte ROS 2 puts on the wire.

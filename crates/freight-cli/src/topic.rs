@@ -86,7 +86,7 @@ pub enum TopicCommand {
         common: ReceiveArgs,
     },
     /// Publish generated messages (a UInt8MultiArray or an Image of any size), written
-    /// straight into shared memory, or a message of any built-in type given as YAML.
+    /// straight into shared memory, or a message of any type given as YAML.
     #[command(long_about = PUB_ABOUT)]
     Pub(publish::PubArgs),
 }
@@ -125,9 +125,11 @@ sensor_msgs/msg/Image is --width x --height bgra8 (step width*4), frame_id `frei
 stamped with the wall clock.
 
 With VALUES, the fields as YAML (`freight topic pub /chatter std_msgs/msg/String \"{data:
-hello}\"`), it sends that message of any built-in type each time, copied; fields not named
-keep their defaults, and a field the type does not have or a value that does not fit it is
-an error before anything starts.
+hello}\"`), it sends that message each time, copied; fields not named keep their defaults,
+and a field the type does not have or a value that does not fit it is an error before
+anything starts. A type outside the built-in ones (rcl_interfaces/msg/Log, nav_msgs, your own
+package) is encoded by its .msg files, found as `freight topic echo` finds them (--msg-path,
+then AMENT_PREFIX_PATH), and sent over DDS as CDR.
 
 stdout has one line per message, `published <k> <bytes> bytes`; above 10 Hz one line per
 second for the latest message, with `(<n> messages in <secs> s, <rate> Hz)` appended. The

@@ -1,8 +1,10 @@
 //! `freight topic pub`: publishes generated messages of a built-in type, as
 //! `ros2 topic pub` does, but aimed at large data: each message is written
 //! straight into a loan (zero-copy to subscribers on this host). Given the
-//! fields as YAML, it sends that message of any built-in type instead, as
-//! `ros2 topic pub /t std_msgs/msg/String "{data: hi}"` does.
+//! fields as YAML, it sends that message of any type instead, as
+//! `ros2 topic pub /t std_msgs/msg/String "{data: hi}"` does: a built-in type
+//! through a freight publisher, any other (a type of a ROS 2 install, or of a
+//! user's package) as CDR over DDS, encoded by its `.msg` files.
 //!
 //! Message `k` (counted from 0) carries data byte `i` = `(k + i) % 251`, so a
 //! receiver can check every byte it got; a `UInt8MultiArray` also carries `k`
@@ -21,6 +23,7 @@
 //! `published 241 1048576 bytes (100 messages in 1.00 s, 99.9 Hz)`. The last
 //! message published always gets a line, so the last line names it.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -28,8 +31,11 @@ use freight::msgs::builtin_interfaces::Time;
 use freight::msgs::sensor_msgs::Image;
 use freight::msgs::std_msgs::UInt8MultiArray;
 use freight::{ContextError, CreateError, Loan, LoanError, Message, PublishError, Publisher, QoS};
+use freight_bag::Schema;
 use freight_msg::FieldValue;
 
+use crate::dynamic::DynamicType;
+use crate::raw::{self, RawTopics};
 use crate::stop;
 
 /// Above this rate (Hz) `published` lines come once per second, not per message.
@@ -99,7 +105,7 @@ pub struct PubArgs {
     /// The topic.
     pub topic: String,
     /// The message type (pkg/Type works too): std_msgs/msg/UInt8MultiArray or
-    /// sensor_msgs/msg/Image to generate, any built-in type with VALUES.
+    /// sensor_msgs/msg/Image to generate, any type with VALUES.
     #[arg(value_name = "TYPE", value_parser = crate::ros_args::message_type)]
     pub type_name: String,
     /// The message's fields as YAML ("{data: hello}"), as `ros2 topic pub` takes them:
@@ -146,6 +152,11 @@ pub struct PubArgs {
     /// publisher), so this is the time subscriptions get to catch up.
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs, value_name = "SECS")]
     pub keep_alive: f64,
+    /// Where the .msg files of types outside the built-in ones are, laid out as a ROS 2
+    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
+    /// share directories of AMENT_PREFIX_PATH.
+    #[arg(long = "msg-path", value_name = "DIR")]
+    pub msg_paths: Vec<PathBuf>,
 }
 
 /// What went wrong in `freight topic pub`. Each message says what to do.
@@ -171,6 +182,16 @@ pub enum PubError {
         type_name: &'static str,
         /// Why.
         source: CreateError,
+    },
+    /// The DDS writer of a type outside the built-in ones could not be created.
+    #[error("cannot publish {type_name} on {topic}: {why}")]
+    CreateRaw {
+        /// The topic.
+        topic: String,
+        /// Its type.
+        type_name: String,
+        /// Why.
+        why: String,
     },
     /// No memory for a message.
     #[error("cannot lend {bytes} bytes for message {k}: {source}; try a smaller --size / --width / --height")]
@@ -331,17 +352,14 @@ pub fn run(args: &PubArgs) -> Result<(), PubError> {
     }
 }
 
-/// Sends the message `values` set, of the built-in type the job names.
+/// Sends the message `values` set, of the type the job names.
 fn send_values(job: &Job<'_>, values: &FieldValue) -> Result<(), PubError> {
     let type_name = job.args.type_name.as_str();
     macro_rules! dispatch {
         ($($t:ty),* $(,)?) => {
             match type_name {
                 $(name if name == <$t as Message>::TYPE_NAME => job.send_values::<$t>(values),)*
-                _ => Err(PubError::args(
-                    format!("{type_name} is not a built-in message type"),
-                    "`freight topic pub --help` and freight_msg::msgs list them; publish your own types from a program",
-                )),
+                _ => job.send_raw(values),
             }
         };
     }
@@ -367,6 +385,41 @@ fn create<M: Message>(node: &freight::Node, args: &PubArgs) -> Result<Publisher<
 struct Job<'a> {
     count: Option<u64>,
     args: &'a PubArgs,
+}
+
+/// What a job publishes through: what it waits for and names.
+trait Outlet {
+    fn topic_name(&self) -> &str;
+    /// Subscriptions matched, on this host and over the network.
+    fn matched(&self) -> usize;
+}
+
+impl<M: Message> Outlet for Publisher<M> {
+    fn topic_name(&self) -> &str {
+        Publisher::topic_name(self)
+    }
+
+    fn matched(&self) -> usize {
+        self.subscription_count() + self.network_subscription_count()
+    }
+}
+
+/// A DDS writer of a type outside the built-in ones, on a participant of its own.
+struct RawOutlet {
+    writer: freight_dds::Writer,
+    topic: String,
+    /// Holds the writer's participant; dropped after the writer.
+    _topics: RawTopics,
+}
+
+impl Outlet for RawOutlet {
+    fn topic_name(&self) -> &str {
+        &self.topic
+    }
+
+    fn matched(&self) -> usize {
+        self.writer.matched_readers().map_or(0, |r| r.len())
+    }
 }
 
 impl Job<'_> {
@@ -400,10 +453,40 @@ impl Job<'_> {
         self.run(&publisher, crate::topic::message_bytes(&message), |_| Ok(publisher.publish_copy(&message)))
     }
 
+    /// Publishes the message `values` set, of a type outside the built-in
+    /// ones, over DDS: encoded by the type's `.msg` files, checked before
+    /// anything starts. Only DDS reaches it (freight subscriptions of such a
+    /// type are programs' own, and take it from DDS too).
+    fn send_raw(&self, values: &FieldValue) -> Result<(), PubError> {
+        let a = self.args;
+        let (schema, messages) =
+            Schema::from_share_dirs_with_messages(&a.type_name, &raw::definition_dirs(&a.msg_paths)).map_err(|e| {
+                PubError::args(
+                    format!("{} is not a built-in type, and {e}", a.type_name),
+                    "name the directory of its .msg files with --msg-path, or set AMENT_PREFIX_PATH",
+                )
+            })?;
+        let ty = DynamicType::new(&a.type_name, messages)
+            .map_err(|e| PubError::args(e.to_string(), "add the .msg files of the types it uses"))?;
+        let cdr = ty.encode(values).map_err(|e| {
+            PubError::args(format!("the values do not fit {}: {e}", a.type_name), "write the fields the type has")
+        })?;
+        let node = start(a)?;
+        let topic =
+            node.resolve_topic_name(&a.topic).map_err(|e| PubError::args(e.to_string(), "name a valid topic"))?;
+        let raw_err = |why| PubError::CreateRaw { topic: topic.clone(), type_name: a.type_name.clone(), why };
+        let mut topics = RawTopics::new(node.context().domain_id());
+        let writer = topics
+            .writer(&topic, &schema.type_name, &a.qos.qos().to_dds(node.context().limits().max_depth))
+            .map_err(raw_err)?;
+        let outlet = RawOutlet { writer, topic: topic.clone(), _topics: topics };
+        self.run(&outlet, cdr.len(), |_| Ok(outlet.writer.write_cdr(&cdr).map_err(PublishError::Network)))
+    }
+
     /// Publishes until `count` or a signal; `send` publishes message `k`.
-    fn run<M: Message>(
+    fn run(
         &self,
-        publisher: &Publisher<M>,
+        publisher: &impl Outlet,
         bytes: usize,
         mut send: impl FnMut(u64) -> Result<Result<(), PublishError>, PubError>,
     ) -> Result<(), PubError> {
@@ -444,11 +527,11 @@ impl Job<'_> {
     }
 
     /// Waits for `--wait-for-subscribers`; false when a signal came first.
-    fn wait_for_subscribers<M: Message>(&self, publisher: &Publisher<M>) -> bool {
+    fn wait_for_subscribers(&self, publisher: &impl Outlet) -> bool {
         let want = self.args.wait_for_subscribers;
         let mut shown = None;
         loop {
-            let matched = publisher.subscription_count() + publisher.network_subscription_count();
+            let matched = publisher.matched();
             if matched >= want {
                 return true;
             }
@@ -587,6 +670,30 @@ mod tests {
         assert!(Plan::from_args(&a).unwrap_err().to_string().contains("--size, --width and --height size generated"));
         let a = parse(&["/t", "std_msgs/msg/String", "{data: [hello"]).unwrap();
         assert!(Plan::from_args(&a).unwrap_err().to_string().contains("not YAML"));
+    }
+
+    /// A type outside the built-in ones whose `.msg` files are nowhere is
+    /// refused before anything starts, saying where freight looked and what to
+    /// set; so are values that do not fit a type it found.
+    #[test]
+    fn a_type_outside_the_built_in_ones_needs_its_msg_files_and_fitting_values() {
+        let share = freight_testkit::PrivateDir::new("pub-msg-path");
+        let err = run(&parse(&["/t", "nowhere_msgs/msg/Nope", "{}", "--msg-path", "/nonexistent"]).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nowhere_msgs/msg/Nope is not a built-in type") && err.contains("/nonexistent"), "{err}");
+        assert!(err.contains("--msg-path"), "{err}");
+        let dir = share.path().join("mine_msgs/msg");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("Tick.msg"), "uint8 count\n").unwrap();
+        let msg_path = share.path().to_str().unwrap();
+        let err = run(&parse(&["/t", "mine_msgs/msg/Tick", "{count: 300}", "--msg-path", msg_path]).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "the values do not fit mine_msgs/msg/Tick: field count: 300 does not fit a uint8; write the fields the type has"
+        );
     }
 
     #[test]
