@@ -20,6 +20,28 @@ use freight_msg::{
 };
 use freight_msg_gen::{ArrayKind, BaseType, DefaultValue, MsgSpec, Primitive, Value as MsgValue};
 
+/// Expands `$then!(Variant, RustType, reader)` for the primitive `$p`: the
+/// one table of each primitive's [`Value`] and [`Items`] variant, Rust type
+/// and [`CdrReader`] method (`byte` and `char` are bytes, as in freight's
+/// Rust types).
+macro_rules! with_primitive {
+    ($p:expr, $then:ident) => {
+        match $p {
+            Primitive::Bool => $then!(Bool, bool, read_bool),
+            Primitive::Byte | Primitive::Char | Primitive::UInt8 => $then!(U8, u8, read_u8),
+            Primitive::Int8 => $then!(I8, i8, read_i8),
+            Primitive::UInt16 => $then!(U16, u16, read_u16),
+            Primitive::Int16 => $then!(I16, i16, read_i16),
+            Primitive::UInt32 => $then!(U32, u32, read_u32),
+            Primitive::Int32 => $then!(I32, i32, read_i32),
+            Primitive::UInt64 => $then!(U64, u64, read_u64),
+            Primitive::Int64 => $then!(I64, i64, read_i64),
+            Primitive::Float32 => $then!(F32, f32, read_f32),
+            Primitive::Float64 => $then!(F64, f64, read_f64),
+        }
+    };
+}
+
 /// A message type decoded by its definition.
 #[derive(Debug)]
 pub struct DynamicType {
@@ -308,7 +330,7 @@ fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Res
     // from a peer that may lie.
     let capacity = count.min(r.remaining());
     macro_rules! many {
-        ($variant:ident, $read:ident) => {{
+        ($variant:ident, $t:ty, $read:ident) => {{
             let mut v = Vec::with_capacity(capacity);
             for _ in 0..count {
                 v.push(r.$read()?);
@@ -317,20 +339,10 @@ fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Res
         }};
     }
     let items = match element {
-        Element::Primitive(p) => match p {
-            Primitive::Bool => many!(Bool, read_bool),
-            Primitive::Byte | Primitive::Char | Primitive::UInt8 => Items::U8(r.take(count)?.to_vec()),
-            Primitive::Int8 => many!(I8, read_i8),
-            Primitive::UInt16 => many!(U16, read_u16),
-            Primitive::Int16 => many!(I16, read_i16),
-            Primitive::UInt32 => many!(U32, read_u32),
-            Primitive::Int32 => many!(I32, read_i32),
-            Primitive::UInt64 => many!(U64, read_u64),
-            Primitive::Int64 => many!(I64, read_i64),
-            Primitive::Float32 => many!(F32, read_f32),
-            Primitive::Float64 => many!(F64, read_f64),
-        },
-        Element::String => many!(Str, read_string),
+        // Bytes in one piece.
+        Element::Primitive(Primitive::Byte | Primitive::Char | Primitive::UInt8) => Items::U8(r.take(count)?.to_vec()),
+        Element::Primitive(p) => with_primitive!(p, many),
+        Element::String => many!(Str, String, read_string),
         Element::Message(layout) => {
             let mut v = Vec::with_capacity(capacity);
             for _ in 0..count {
@@ -343,20 +355,13 @@ fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Res
 }
 
 fn read_one(r: &mut CdrReader<'_>, element: &Element) -> Result<Value, DecodeError> {
+    macro_rules! one {
+        ($variant:ident, $t:ty, $read:ident) => {
+            Value::$variant(r.$read()?)
+        };
+    }
     Ok(match element {
-        Element::Primitive(p) => match p {
-            Primitive::Bool => Value::Bool(r.read_bool()?),
-            Primitive::Byte | Primitive::Char | Primitive::UInt8 => Value::U8(r.read_u8()?),
-            Primitive::Int8 => Value::I8(r.read_i8()?),
-            Primitive::UInt16 => Value::U16(r.read_u16()?),
-            Primitive::Int16 => Value::I16(r.read_i16()?),
-            Primitive::UInt32 => Value::U32(r.read_u32()?),
-            Primitive::Int32 => Value::I32(r.read_i32()?),
-            Primitive::UInt64 => Value::U64(r.read_u64()?),
-            Primitive::Int64 => Value::I64(r.read_i64()?),
-            Primitive::Float32 => Value::F32(r.read_f32()?),
-            Primitive::Float64 => Value::F64(r.read_f64()?),
-        },
+        Element::Primitive(p) => with_primitive!(p, one),
         Element::String => Value::Str(r.read_string()?),
         Element::Message(layout) => read_message(r, layout)?,
     })
@@ -365,13 +370,13 @@ fn read_one(r: &mut CdrReader<'_>, element: &Element) -> Result<Value, DecodeErr
 /// The fewest bytes one element takes on the wire, for the check of a
 /// sequence's length against what remains.
 fn min_size(element: &Element) -> usize {
+    macro_rules! size {
+        ($variant:ident, $t:ty, $read:ident) => {
+            std::mem::size_of::<$t>()
+        };
+    }
     match element {
-        Element::Primitive(p) => match p {
-            Primitive::Bool | Primitive::Byte | Primitive::Char | Primitive::UInt8 | Primitive::Int8 => 1,
-            Primitive::UInt16 | Primitive::Int16 => 2,
-            Primitive::UInt32 | Primitive::Int32 | Primitive::Float32 => 4,
-            Primitive::UInt64 | Primitive::Int64 | Primitive::Float64 => 8,
-        },
+        Element::Primitive(p) => with_primitive!(p, size),
         // Its length and NUL.
         Element::String => 5,
         // An empty message is one byte; any other at least that.
@@ -422,7 +427,7 @@ fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result
     };
     let item = |i: usize| given.get(i).unwrap_or(&FieldValue::Null);
     macro_rules! many {
-        ($variant:ident, $t:ty) => {{
+        ($variant:ident, $t:ty, $read:ident) => {{
             let mut v = Vec::with_capacity(count);
             for i in 0..count {
                 let mut x = <$t>::default();
@@ -433,20 +438,8 @@ fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result
         }};
     }
     let items = match element {
-        Element::Primitive(p) => match p {
-            Primitive::Bool => many!(Bool, bool),
-            Primitive::Byte | Primitive::Char | Primitive::UInt8 => many!(U8, u8),
-            Primitive::Int8 => many!(I8, i8),
-            Primitive::UInt16 => many!(U16, u16),
-            Primitive::Int16 => many!(I16, i16),
-            Primitive::UInt32 => many!(U32, u32),
-            Primitive::Int32 => many!(I32, i32),
-            Primitive::UInt64 => many!(U64, u64),
-            Primitive::Int64 => many!(I64, i64),
-            Primitive::Float32 => many!(F32, f32),
-            Primitive::Float64 => many!(F64, f64),
-        },
-        Element::String => many!(Str, String),
+        Element::Primitive(p) => with_primitive!(p, many),
+        Element::String => many!(Str, String, read_string),
         Element::Message(layout) => {
             let mut v = Vec::with_capacity(count);
             for i in 0..count {
@@ -460,27 +453,15 @@ fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result
 
 fn one_from(element: &Element, value: &FieldValue) -> Result<Value, FieldError> {
     macro_rules! one {
-        ($variant:ident, $t:ty) => {{
+        ($variant:ident, $t:ty, $read:ident) => {{
             let mut x = <$t>::default();
             x.set_from(value)?;
             Value::$variant(x)
         }};
     }
     Ok(match element {
-        Element::Primitive(p) => match p {
-            Primitive::Bool => one!(Bool, bool),
-            Primitive::Byte | Primitive::Char | Primitive::UInt8 => one!(U8, u8),
-            Primitive::Int8 => one!(I8, i8),
-            Primitive::UInt16 => one!(U16, u16),
-            Primitive::Int16 => one!(I16, i16),
-            Primitive::UInt32 => one!(U32, u32),
-            Primitive::Int32 => one!(I32, i32),
-            Primitive::UInt64 => one!(U64, u64),
-            Primitive::Int64 => one!(I64, i64),
-            Primitive::Float32 => one!(F32, f32),
-            Primitive::Float64 => one!(F64, f64),
-        },
-        Element::String => one!(Str, String),
+        Element::Primitive(p) => with_primitive!(p, one),
+        Element::String => one!(Str, String, read_string),
         Element::Message(layout) => message_from(layout, value)?,
     })
 }

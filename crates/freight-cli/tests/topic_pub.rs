@@ -328,7 +328,7 @@ fn unknown_types_and_options_of_the_other_type_are_errors() {
         (&[&t, "std_msgs/msg/String"][..], "only std_msgs/msg/UInt8MultiArray, sensor_msgs/msg/Image are generated"),
         (&[&t, "std_msgs/msg/String", "{text: hi}"], "std_msgs/msg/String has no field `text`; its fields are: data"),
         (&[&t, "std_msgs/msg/UInt8", "{data: 256}"], "field data: 256 does not fit a uint8"),
-        (&[&t, "my_msgs/msg/Thing", "{}"], "my_msgs/msg/Thing is not a built-in message type"),
+        (&[&t, "my_msgs/msg/Thing", "{}"], "not a built-in type, and my_msgs/msg/Thing: no message definition"),
         (&[&t, "sensor_msgs/msg/Image", "{width: 2}", "--width", "2"], "--size, --width and --height size generated"),
         (&[&t, "sensor_msgs/msg/Image", "--size", "1MiB"], "--size applies to std_msgs/msg/UInt8MultiArray only"),
         (&[&t, "std_msgs/msg/UInt8MultiArray", "--height", "2"], "--width and --height apply to"),

@@ -183,6 +183,10 @@ pub enum PubError {
         /// Why.
         source: CreateError,
     },
+    /// A type outside the built-in ones whose `.msg` files were not found (the
+    /// error says where freight looked and what to set).
+    #[error("not a built-in type, and {0}")]
+    Definition(#[source] freight_bag::BagError),
     /// The DDS writer of a type outside the built-in ones could not be created.
     #[error("cannot publish {type_name} on {topic}: {why}")]
     CreateRaw {
@@ -460,12 +464,8 @@ impl Job<'_> {
     fn send_raw(&self, values: &FieldValue) -> Result<(), PubError> {
         let a = self.args;
         let (schema, messages) =
-            Schema::from_share_dirs_with_messages(&a.type_name, &raw::definition_dirs(&a.msg_paths)).map_err(|e| {
-                PubError::args(
-                    format!("{} is not a built-in type, and {e}", a.type_name),
-                    "name the directory of its .msg files with --msg-path, or set AMENT_PREFIX_PATH",
-                )
-            })?;
+            Schema::from_share_dirs_with_messages(&a.type_name, &raw::definition_dirs(&a.msg_paths))
+                .map_err(PubError::Definition)?;
         let ty = DynamicType::new(&a.type_name, messages)
             .map_err(|e| PubError::args(e.to_string(), "add the .msg files of the types it uses"))?;
         let cdr = ty.encode(values).map_err(|e| {
@@ -681,7 +681,8 @@ mod tests {
         let err = run(&parse(&["/t", "nowhere_msgs/msg/Nope", "{}", "--msg-path", "/nonexistent"]).unwrap())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("nowhere_msgs/msg/Nope is not a built-in type") && err.contains("/nonexistent"), "{err}");
+        assert!(err.starts_with("not a built-in type, and nowhere_msgs/msg/Nope: no message definition"), "{err}");
+        assert!(err.contains("/nonexistent"), "{err}");
         assert!(err.contains("--msg-path"), "{err}");
         let dir = share.path().join("mine_msgs/msg");
         std::fs::create_dir_all(&dir).unwrap();
