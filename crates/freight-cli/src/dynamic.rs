@@ -42,7 +42,7 @@ macro_rules! with_primitive {
     };
 }
 
-/// A message type decoded by its definition.
+/// A message type read and written by its definition.
 #[derive(Debug)]
 pub struct DynamicType {
     root: Arc<Layout>,
@@ -74,7 +74,7 @@ enum Element {
     Message(Arc<Layout>),
 }
 
-/// Why a type cannot be decoded.
+/// Why a type cannot be read or written by its definitions.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DynamicTypeError {
     /// A type it uses is not among the definitions given.
