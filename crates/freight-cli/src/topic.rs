@@ -360,23 +360,24 @@ fn receive_raw(node: &Node, topic: &str, type_name: &str, args: &ReceiveArgs, mo
     let (tx, rx) = mpsc::sync_channel(RAW_QUEUE);
     let mut raw = RawTopics::new(node.context().domain_id());
     let qos = QoS::sensor_data().to_dds(node.context().limits().max_depth);
-    // On a DDS thread: a full queue drops, as the best-effort QoS would.
+    // On a DDS thread, which must not wait for the printing.
     let on_cdr = Box::new(move |s: &ReceivedCdr| {
-        let _ = tx.try_send((s.bytes().to_vec(), s.publication_handle()));
+        let _ =
+            tx.try_send(RawArrival { at: Instant::now(), cdr: s.bytes().to_vec(), publisher: s.publication_handle() });
     });
     // What DDS misses goes unsaid, as `ros2 topic echo` leaves it.
     let _missed = raw.subscribe(topic, &schema, &qos, on_cdr)?;
-    run_mode(topic, args, mode, |wait| match rx.recv_timeout(wait) {
-        Ok((cdr, publisher)) => Ok(Some(RawArrival { cdr, publisher, ty: &ty })),
-        Err(_) => Ok(None),
-    })
+    run_mode(topic, args, mode, |wait| Ok(rx.recv_timeout(wait).ok().map(|raw| (raw, &ty))))
 }
 
-/// Messages of a raw topic waiting for the main thread.
+/// Messages of a raw topic waiting for the main thread; more are dropped,
+/// as the best-effort QoS would drop them.
 const RAW_QUEUE: usize = 64;
 
 /// What `echo`, `hz` and `bw` need of a message.
 trait Arrived {
+    /// When it arrived (`hz`).
+    fn at(&self) -> Instant;
     /// Bytes it occupies (`bw`).
     fn size(&self) -> usize;
     /// What `echo` prints: a comment line on where it came from, then the
@@ -385,6 +386,11 @@ trait Arrived {
 }
 
 impl<M: Message> Arrived for freight::Sample<M> {
+    /// Taken as it arrived: the subscription's queue holds no time.
+    fn at(&self) -> Instant {
+        Instant::now()
+    }
+
     fn size(&self) -> usize {
         message_bytes(&**self)
     }
@@ -394,24 +400,30 @@ impl<M: Message> Arrived for freight::Sample<M> {
     }
 }
 
-/// A message of a raw topic: its CDR and the DDS instance handle of its writer.
-struct RawArrival<'a> {
+/// A message of a raw topic as its DDS reader's callback took it: when, its
+/// CDR, and the DDS instance handle of its writer.
+struct RawArrival {
+    at: Instant,
     cdr: Vec<u8>,
     publisher: u64,
-    ty: &'a DynamicType,
 }
 
-impl Arrived for RawArrival<'_> {
+/// A raw message with the type that decodes it.
+impl Arrived for (RawArrival, &DynamicType) {
+    fn at(&self) -> Instant {
+        self.0.at
+    }
+
     fn size(&self) -> usize {
-        self.cdr.len()
+        self.0.cdr.len()
     }
 
     fn echo(&self, format: &YamlOptions) -> Result<String, String> {
-        let value =
-            self.ty.decode(&self.cdr).map_err(|e| format!("a message does not decode by its definition: {e}"))?;
+        let (raw, ty) = self;
+        let value = ty.decode(&raw.cdr).map_err(|e| format!("a message does not decode by its definition: {e}"))?;
         Ok(format!(
             "# from publisher {:016x}, via network, as CDR decoded by its .msg definition\n{}",
-            self.publisher,
+            raw.publisher,
             value.to_yaml(format)
         ))
     }
@@ -454,7 +466,7 @@ fn run_mode<A: Arrived>(
                     }
                     Err(e) => eprintln!("warning: {topic}: {e}"),
                 },
-                Mode::Hz | Mode::Bw => stats.push(Instant::now(), a.size()),
+                Mode::Hz | Mode::Bw => stats.push(a.at(), a.size()),
             }
         }
         if !matches!(mode, Mode::Echo { .. }) && last_report.elapsed() >= Duration::from_secs(1) {
