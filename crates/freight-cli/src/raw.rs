@@ -5,7 +5,7 @@
 //! sends recorded CDR as it is, as `ros2 bag` does with its generic
 //! subscriptions and publishers. What a bag or a Foxglove channel needs
 //! besides, the type's definition, comes from the `.msg` files of a ROS 2
-//! install ([`definition_dirs`]). freight's own publishers of such types (Rust
+//! install ([`MsgPaths::dirs`]). freight's own publishers of such types (Rust
 //! `message!` types) are reached this way too, as CDR over DDS. The typed
 //! counterpart, for the built-in types, is [`crate::subscribe`].
 
@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use clap::Args;
 use freight_bag::Schema;
 use freight_dds::{DdsConfig, EndpointQos, Participant, Reader, ReceivedCdr, Writer};
 
@@ -185,11 +186,23 @@ impl Drop for RawTopics {
     }
 }
 
-/// Where definitions of types outside the built-in ones are looked for: the
-/// directories given with `--msg-path`, then the `share/` directories of
-/// `AMENT_PREFIX_PATH`.
-pub fn definition_dirs(msg_paths: &[PathBuf]) -> Vec<PathBuf> {
-    msg_paths.iter().cloned().chain(freight_bag::Schema::ament_share_dirs()).collect()
+/// `--msg-path`, of every command that takes types outside the built-in ones.
+#[derive(Debug, Clone, Args)]
+pub struct MsgPaths {
+    /// Where the .msg files of types outside freight's built-in ones are, laid out as a ROS 2
+    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
+    /// share directories of AMENT_PREFIX_PATH.
+    #[arg(long = "msg-path", value_name = "DIR")]
+    msg_paths: Vec<PathBuf>,
+}
+
+impl MsgPaths {
+    /// Where definitions of types outside the built-in ones are looked for:
+    /// the directories given with `--msg-path`, then the `share/` directories
+    /// of `AMENT_PREFIX_PATH`.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.msg_paths.iter().cloned().chain(freight_bag::Schema::ament_share_dirs()).collect()
+    }
 }
 
 /// The type hash a ROS 2 endpoint's USER_DATA gives (`typehash=RIHS01_...;`).

@@ -5,7 +5,6 @@
 
 mod publish;
 
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -161,11 +160,8 @@ pub struct ReceiveArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
-    /// Where the .msg files of types outside the built-in ones are, laid out as a ROS 2
-    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
-    /// share directories of AMENT_PREFIX_PATH.
-    #[arg(long = "msg-path", value_name = "DIR")]
-    msg_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    msg_paths: raw::MsgPaths,
 }
 
 /// Runs one `freight topic` command.
@@ -353,7 +349,7 @@ fn receive_as<M: Message>(node: &Node, topic: &str, args: &ReceiveArgs, mode: &M
 /// A topic of a type outside the built-in ones: read from DDS as CDR, with
 /// the QoS typed topics get, and decoded by the type's `.msg` files for `echo`.
 fn receive_raw(node: &Node, topic: &str, type_name: &str, args: &ReceiveArgs, mode: &Mode) -> Result<(), String> {
-    let dirs = raw::definition_dirs(&args.msg_paths);
+    let dirs = args.msg_paths.dirs();
     let (schema, messages) = Schema::from_share_dirs_with_messages(type_name, &dirs)
         .map_err(|e| format!("{topic} carries {type_name}, which is not a built-in type: {e}"))?;
     let ty = DynamicType::new(type_name, messages).map_err(|e| format!("{topic}: {e}"))?;

@@ -127,11 +127,8 @@ pub struct RecordArgs {
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     pub domain: Option<u32>,
-    /// Where the .msg files of types outside freight's built-in ones are, laid out as a ROS 2
-    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
-    /// share directories of AMENT_PREFIX_PATH.
-    #[arg(long = "msg-path", value_name = "DIR")]
-    pub msg_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub msg_paths: raw::MsgPaths,
 }
 
 /// One message on its way to the writer.
@@ -420,7 +417,7 @@ fn receive(
         writer: writer.clone(),
         cache: cache.clone(),
         raw: RawTopics::new(node.context().domain_id()),
-        share_dirs: raw::definition_dirs(&args.msg_paths),
+        share_dirs: args.msg_paths.dirs(),
     };
     let start = Instant::now();
     let deadline = args.duration.map(|s| start + Duration::from_secs_f64(s.max(0.0)));

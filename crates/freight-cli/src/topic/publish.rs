@@ -23,7 +23,6 @@
 //! `published 241 1048576 bytes (100 messages in 1.00 s, 99.9 Hz)`. The last
 //! message published always gets a line, so the last line names it.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -152,11 +151,8 @@ pub struct PubArgs {
     /// publisher), so this is the time subscriptions get to catch up.
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs, value_name = "SECS")]
     pub keep_alive: f64,
-    /// Where the .msg files of types outside the built-in ones are, laid out as a ROS 2
-    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
-    /// share directories of AMENT_PREFIX_PATH.
-    #[arg(long = "msg-path", value_name = "DIR")]
-    pub msg_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub msg_paths: raw::MsgPaths,
 }
 
 /// What went wrong in `freight topic pub`. Each message says what to do.
@@ -464,8 +460,7 @@ impl Job<'_> {
     fn send_raw(&self, values: &FieldValue) -> Result<(), PubError> {
         let a = self.args;
         let (schema, messages) =
-            Schema::from_share_dirs_with_messages(&a.type_name, &raw::definition_dirs(&a.msg_paths))
-                .map_err(PubError::Definition)?;
+            Schema::from_share_dirs_with_messages(&a.type_name, &a.msg_paths.dirs()).map_err(PubError::Definition)?;
         let ty = DynamicType::new(&a.type_name, messages)
             .map_err(|e| PubError::args(e.to_string(), "add the .msg files of the types it uses"))?;
         let cdr = ty.encode(values).map_err(|e| {

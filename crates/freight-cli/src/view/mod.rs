@@ -98,11 +98,8 @@ pub struct ViewArgs {
     /// ROS domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, value_name = "ID")]
     pub domain: Option<u32>,
-    /// Where the .msg files of types outside freight's built-in ones are, laid out as a ROS 2
-    /// install's share directory (DIR/<package>/msg/<Type>.msg); repeatable, searched before the
-    /// share directories of AMENT_PREFIX_PATH.
-    #[arg(long = "msg-path", value_name = "DIR")]
-    pub msg_paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub msg_paths: raw::MsgPaths,
 }
 
 /// What can stop `freight view`.
@@ -207,7 +204,7 @@ fn receive(
         server,
         budget,
         raw: RawTopics::new(node.context().domain_id()),
-        definition_dirs: raw::definition_dirs(&args.msg_paths),
+        definition_dirs: args.msg_paths.dirs(),
     };
     while !stop::requested() {
         let now = Instant::now();
