@@ -24,6 +24,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The alignment `O_DIRECT` asks of offsets, lengths and memory: the largest
 /// logical block size of the devices freight meets.
@@ -46,14 +48,15 @@ pub(crate) enum BagFile {
 
 impl BagFile {
     /// Creates `path`, which must not exist; with `O_DIRECT` if `direct` and
-    /// the file system allows it.
-    pub(crate) fn create(path: &Path, direct: bool) -> io::Result<BagFile> {
+    /// the file system allows it. `passed_through` counts the bytes that go to
+    /// the disk straight from the caller's memory.
+    pub(crate) fn create(path: &Path, direct: bool, passed_through: Arc<AtomicU64>) -> io::Result<BagFile> {
         let buffered = |file| BagFile::Buffered(BufWriter::with_capacity(1 << 20, file));
         if !direct {
             return Ok(buffered(OpenOptions::new().write(true).create_new(true).open(path)?));
         }
         match OpenOptions::new().read(true).write(true).create_new(true).custom_flags(libc::O_DIRECT).open(path) {
-            Ok(file) => Ok(BagFile::Direct(DirectFile::new(file)?)),
+            Ok(file) => Ok(BagFile::Direct(DirectFile::new(file, passed_through)?)),
             // The file system does not do O_DIRECT; the failed open may have
             // created the file already.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -78,14 +81,6 @@ impl BagFile {
     /// Whether the file is written with `O_DIRECT`.
     pub(crate) fn is_direct(&self) -> bool {
         matches!(self, BagFile::Direct(_))
-    }
-
-    /// Bytes that went to the disk straight from the caller's memory.
-    pub(crate) fn passed_through(&self) -> u64 {
-        match self {
-            BagFile::Direct(d) => d.passed_through,
-            BagFile::Buffered(_) => 0,
-        }
     }
 }
 
@@ -128,12 +123,13 @@ pub(crate) struct DirectFile {
     pos: u64,
     /// Whether the buffer holds bytes not written yet.
     dirty: bool,
-    /// Bytes written by [`DirectFile::pass_through`].
-    passed_through: u64,
+    /// Bytes written by [`DirectFile::pass_through`], counted where the
+    /// file's owner reads them.
+    passed_through: Arc<AtomicU64>,
 }
 
 impl DirectFile {
-    fn new(file: File) -> io::Result<DirectFile> {
+    fn new(file: File, passed_through: Arc<AtomicU64>) -> io::Result<DirectFile> {
         Ok(DirectFile {
             file,
             buf: AlignedBuf::new(CAPACITY)?,
@@ -141,7 +137,7 @@ impl DirectFile {
             buf_len: 0,
             pos: 0,
             dirty: false,
-            passed_through: 0,
+            passed_through,
         })
     }
 
@@ -172,7 +168,7 @@ impl DirectFile {
         self.buf_len = 0;
         self.pos = self.buf_start;
         self.dirty = false;
-        self.passed_through += whole as u64;
+        self.passed_through.fetch_add(whole as u64, Ordering::Relaxed);
         Ok(head + whole)
     }
 
@@ -346,7 +342,7 @@ mod tests {
     fn write_as_mcap_does(direct: bool) {
         let dir = freight_testkit::PrivateDir::new("bag-direct");
         let path = dir.path().join("f.mcap");
-        let mut f = BagFile::create(&path, direct).expect("create");
+        let mut f = BagFile::create(&path, direct, Arc::default()).expect("create");
         // The repository's file systems (ext4 and tmpfs here and on CI) do
         // O_DIRECT: this test is about that path, so say which one ran.
         eprintln!("asked for O_DIRECT: {direct}, got it: {}", f.is_direct());
@@ -388,8 +384,10 @@ mod tests {
     fn a_write_at_its_memorys_alignment_passes_to_the_disk_from_where_it_is() {
         let dir = freight_testkit::PrivateDir::new("bag-direct-pass");
         let path = dir.path().join("f.mcap");
-        let mut f = BagFile::create(&path, true).expect("create");
+        let passed = Arc::new(AtomicU64::new(0));
+        let mut f = BagFile::create(&path, true, passed.clone()).expect("create");
         assert!(f.is_direct(), "the temporary directory's file system refuses O_DIRECT");
+        let passed_through = || passed.load(Ordering::Relaxed);
         let mut model: Vec<u8> = Vec::new();
         let len = PASS_THROUGH_MIN + BLOCK + 9;
         for (i, lead) in [5usize, BLOCK, 0, 77, CAPACITY - 3].into_iter().enumerate() {
@@ -400,16 +398,16 @@ mod tests {
             let backing = pattern(len + BLOCK, 100 + i as u64);
             let skew = (at as u64).wrapping_sub(backing.as_ptr() as u64) % BLOCK as u64;
             let aligned = &backing[skew as usize..skew as usize + len];
-            let before = f.passed_through();
+            let before = passed_through();
             f.write_all(aligned).unwrap();
             model.extend_from_slice(aligned);
-            assert!(f.passed_through() - before >= (len - 2 * BLOCK) as u64, "write {i} did not pass through");
+            assert!(passed_through() - before >= (len - 2 * BLOCK) as u64, "write {i} did not pass through");
             // The same bytes one off the alignment are copied.
-            let before = f.passed_through();
+            let before = passed_through();
             let off = &backing[skew as usize + 1..skew as usize + 1 + len];
             f.write_all(off).unwrap();
             model.extend_from_slice(off);
-            assert_eq!(f.passed_through(), before, "write {i} off the alignment passed through");
+            assert_eq!(passed_through(), before, "write {i} off the alignment passed through");
             let header = pattern(60, 200 + i as u64);
             let header_at = at.saturating_sub(30) as u64;
             f.seek(SeekFrom::Start(header_at)).unwrap();
@@ -427,7 +425,7 @@ mod tests {
         let path = dir.path().join("f.mcap");
         let data = pattern(3 * BLOCK + 5, 7);
         {
-            let mut f = BagFile::create(&path, true).expect("create");
+            let mut f = BagFile::create(&path, true, Arc::default()).expect("create");
             f.write_all(&data).unwrap();
         }
         assert!(std::fs::read(&path).unwrap() == data);
@@ -439,7 +437,7 @@ mod tests {
         let path = dir.path().join("f.mcap");
         std::fs::write(&path, b"kept").unwrap();
         for direct in [true, false] {
-            let e = BagFile::create(&path, direct).err().expect("create_new refuses an existing file");
+            let e = BagFile::create(&path, direct, Arc::default()).err().expect("create_new refuses an existing file");
             assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         }
         assert_eq!(std::fs::read(&path).unwrap(), b"kept");

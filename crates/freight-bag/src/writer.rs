@@ -140,7 +140,7 @@ pub struct Writer {
     metadata: Metadata,
     topics: Vec<(String, Schema, String)>,
     file: Option<OpenFile>,
-    /// What [`Writer::passed_through`] returns, counted by each file's [`Tracked`].
+    /// What [`Writer::passed_through`] returns, counted by each file.
     passed_through: Arc<AtomicU64>,
 }
 
@@ -343,7 +343,8 @@ impl Writer {
         let index = self.metadata.files.len();
         let name = format!("{}_{index}.mcap", self.stem);
         let path = self.dir.join(&name);
-        let file = BagFile::create(&path, self.options.direct_io).map_err(|e| BagError::io(&path, e))?;
+        let file = BagFile::create(&path, self.options.direct_io, self.passed_through.clone())
+            .map_err(|e| BagError::io(&path, e))?;
         let compression = match self.options.compression {
             Compression::None => None,
             Compression::Zstd => Some(mcap::Compression::Zstd),
@@ -358,7 +359,7 @@ impl Writer {
             .compression_level(1);
         let pass_through = compression.is_none() && file.is_direct();
         let size = Arc::new(AtomicU64::new(0));
-        let tracked = Tracked { inner: file, pos: 0, end: size.clone(), passed_through: self.passed_through.clone() };
+        let tracked = Tracked { inner: file, pos: 0, end: size.clone() };
         let mcap = options.create(tracked).map_err(|e| BagError::mcap(&path, e))?;
         let mut f =
             OpenFile { path, mcap, channels: Vec::new(), index, first_log_ns: None, size, open_chunk: 0, pass_through };
@@ -425,22 +426,18 @@ fn finish_file(mut f: OpenFile, metadata: &Metadata) -> Result<(), BagError> {
     f.mcap.into_inner().inner.finish().map_err(|e| BagError::io(&f.path, e))
 }
 
-/// The file under the MCAP writer, keeping its position and size, and
-/// counting the bytes it passed to the disk from the writer's memory.
+/// The file under the MCAP writer, keeping its position and size.
 struct Tracked {
     inner: BagFile,
     pos: u64,
     end: Arc<AtomicU64>,
-    passed_through: Arc<AtomicU64>,
 }
 
 impl Write for Tracked {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let before = self.inner.passed_through();
         let n = self.inner.write(buf)?;
         self.pos += n as u64;
         self.end.fetch_max(self.pos, Ordering::Relaxed);
-        self.passed_through.fetch_add(self.inner.passed_through() - before, Ordering::Relaxed);
         Ok(n)
     }
 
