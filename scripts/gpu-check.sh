@@ -16,8 +16,10 @@
 # GPU_CHECK_STEP_TIMEOUT seconds (default 900); GPU_CHECK_DEMO=0 leaves the
 # demo out, and GPU_CHECK_DEMO_ARGS replaces the arguments of its `compare`
 # (default `--seconds 3`; `--resolutions 3840x2160` keeps to the 4K rows, about
-# 125 s instead of 375 s). It ends with a summary and
-# exits non-zero when any step failed.
+# 125 s instead of 375 s). `freight bench pipeline --gpu cuda` runs the seed-002
+# rows with GPU workers on the device; GPU_CHECK_PIPELINE_ARGS replaces its
+# arguments (default `--nodes 3,5 --runs 10`: the topologies with GPU workers).
+# It ends with a summary and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PACK=target/gpu-check
@@ -93,6 +95,7 @@ run() {
     [ "${GPU_CHECK_DEMO:-1}" = 0 ] || step demo "$PACK/freight" demo robot-arm --python "$py" -- compare ${GPU_CHECK_DEMO_ARGS:---seconds 3}
     # Plain first: a verdict even if the sanitized run below outlasts its time.
     step test_cuda "$py" -m pytest -v -rs -p no:cacheprovider python/tests/test_cuda.py
+    step pipeline "$PACK/freight" bench pipeline --gpu cuda ${GPU_CHECK_PIPELINE_ARGS:---nodes 3,5 --runs 10}
     local bin
     # memcheck of every process (peers too). Driver calls that return an
     # error are freight's to handle, and its tests check that it does; some
@@ -116,6 +119,11 @@ run() {
     if [ -f "$out/demo.log" ]; then
         echo "== demo table"
         sed -n '/^Resolution/,$p' "$out/demo.log"
+    fi
+    if [ -f "$out/pipeline.log" ]; then
+        echo "== pipeline table"
+        grep 'kernel is within' "$out/pipeline.log"
+        sed -n '/^freight bench pipeline/,$p' "$out/pipeline.log"
     fi
     echo "== skips and sanitizer findings"
     grep -h 'SKIPPED\|ERROR SUMMARY\|^FAILED\|passed\|failed' "$out"/*.log

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use freight_testkit::PrivateDir;
+use freight_testkit::{skip, Lack, PrivateDir};
 
 fn freight(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("run freight")
@@ -19,8 +19,10 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
     let plot = dir.path().join("rows.png");
     let plot_arg = plot.to_str().expect("a UTF-8 temporary path");
     // Rows that do not divide by the workers: the split leaves no gap.
-    let small =
-        ["--runs", "1", "--frames", "3", "--rows", "13", "--cols", "17", "--json", json_arg, "--plot", plot_arg];
+    let small = [
+        "--runs", "1", "--frames", "3", "--rows", "13", "--cols", "17", "--gpu", "stand-in", "--json", json_arg,
+        "--plot", plot_arg,
+    ];
     let out = freight(&[&["bench", "pipeline"], &small[..]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "freight failed: {stderr}");
@@ -37,6 +39,24 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
     assert!(stdout.contains("+2640 %"), "the paper's numbers are beside ours: {stdout}");
     let png = std::fs::read(&plot).expect("the plot was written");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a PNG of {} bytes", png.len());
+}
+
+/// With CUDA, GPU workers run the kernels on the device and the row still
+/// ends with the native program's matrix; without it, `--gpu cuda` says why
+/// and what to do. (The GPU checklist, scripts/gpu-check.sh, runs the table.)
+#[test]
+fn gpu_workers_run_on_cuda_or_say_why_not() {
+    let args = ["bench", "pipeline", "--gpu", "cuda", "--nodes", "3", "--runs", "1", "--frames", "2"];
+    let out =
+        freight(&[&args[..], &["--rows", "13", "--cols", "300", "--paradigms", "topic", "--modes", "shm"]].concat());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        assert!(stdout.contains("1 cpu + 1 gpu ") && stdout.contains("gpu: kernels on"), "{stdout}");
+        assert!(stderr.contains("kernel is within"), "the kernels were checked against the CPU's: {stderr}");
+    } else {
+        assert!(stderr.contains("--gpu cuda: ") && stderr.contains("use --gpu stand-in"), "{stderr}");
+        skip("gpu_workers_run_on_cuda", Lack::Gpu, "no CUDA device: only the refusal was checked");
+    }
 }
 
 #[test]

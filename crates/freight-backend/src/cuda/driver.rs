@@ -54,6 +54,11 @@ const FUNCTIONS: &[&str] = &[
     "cuMemHostGetDevicePointer_v2",
 ];
 
+/// What [`module_load`] and [`launch`] call besides [`FUNCTIONS`], checked
+/// when a program is first loaded ([`init_kernels`]) rather than by [`init`]:
+/// the memory backends do not need them.
+const KERNEL_FUNCTIONS: &[&str] = &["cuModuleLoadDataEx", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel"];
+
 /// Loads the driver and initialises it, once per process; the outcome is kept.
 pub(crate) fn init() -> Result<()> {
     static INIT: OnceLock<Result<()>> = OnceLock::new();
@@ -62,20 +67,33 @@ pub(crate) fn init() -> Result<()> {
         if !unsafe { sys::is_culib_present() } {
             return Err(CudaError::DriverMissing);
         }
-        // SAFETY: the library is present (checked above), so `culib` loads it
-        // rather than panicking.
-        let lib = unsafe { sys::culib() };
-        for &function in FUNCTIONS {
-            // SAFETY: the symbol is only looked up, never called through this
-            // type; cudarc loads it with its real signature when it is called.
-            if unsafe { lib.get::<unsafe extern "C" fn()>(function.as_bytes()) }.is_err() {
-                return Err(CudaError::SymbolMissing { function });
-            }
-        }
+        has_all(FUNCTIONS)?;
         // SAFETY: cuInit takes flags (0) and may be called more than once.
         check("cuInit", unsafe { sys::cuInit(0) })
     })
     .clone()
+}
+
+/// [`init`], and the functions that load and launch kernels.
+pub(crate) fn init_kernels() -> Result<()> {
+    init()?;
+    has_all(KERNEL_FUNCTIONS)
+}
+
+/// Whether the driver has every one of `functions`; called once the library
+/// is known to be present.
+fn has_all(functions: &[&'static str]) -> Result<()> {
+    // SAFETY: the library is present (the callers checked), so `culib` loads
+    // it rather than panicking.
+    let lib = unsafe { sys::culib() };
+    for &function in functions {
+        // SAFETY: the symbol is only looked up, never called through this
+        // type; cudarc loads it with its real signature when it is called.
+        if unsafe { lib.get::<unsafe extern "C" fn()>(function.as_bytes()) }.is_err() {
+            return Err(CudaError::SymbolMissing { function });
+        }
+    }
+    Ok(())
 }
 
 /// The name and description of a `CUresult`.
@@ -322,4 +340,76 @@ pub(crate) fn host_device_pointer(ptr: *mut c_void) -> Result<u64> {
     // SAFETY: `d` is a valid out-pointer; the driver only looks `ptr` up.
     check("cuMemHostGetDevicePointer_v2", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, ptr, 0) })?;
     Ok(d)
+}
+
+/// JIT-compiles `ptx` (NUL-terminated PTX text) for the current context's
+/// device and loads it; unloaded with [`module_unload`]. A program the
+/// driver refuses fails with [`CudaError::Jit`], the JIT's log included.
+pub(crate) fn module_load(ptx: &CStr) -> Result<Raw> {
+    let mut log = vec![0u8; 8192];
+    let mut options =
+        [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+    // The size option's value is the number itself, passed as a pointer.
+    let mut values = [log.as_mut_ptr().cast::<c_void>(), log.len() as *mut c_void];
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: `module` is a valid out-pointer, `ptx` is NUL-terminated, and
+    // the two options name a log buffer that lives across the call, with its
+    // length; the driver writes at most that many bytes into it.
+    let r = unsafe {
+        sys::cuModuleLoadDataEx(&mut module, ptx.as_ptr().cast(), 2, options.as_mut_ptr(), values.as_mut_ptr())
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        let (name, description) = describe(r);
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        let log = String::from_utf8_lossy(&log[..end]).trim().to_owned();
+        return Err(CudaError::Jit { name, description, log });
+    }
+    Ok(module as Raw)
+}
+
+/// # Safety
+/// `module` came from [`module_load`], is unloaded once, and none of its
+/// functions runs or is launched afterwards.
+pub(crate) unsafe fn module_unload(module: Raw) -> Result<()> {
+    // SAFETY: as the caller guarantees.
+    check("cuModuleUnload", unsafe { sys::cuModuleUnload(module as sys::CUmodule) })
+}
+
+/// The kernel `name` of a loaded module (valid while the module is loaded).
+pub(crate) fn module_function(module: Raw, name: &CStr) -> Result<Raw> {
+    let mut f: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: `f` is a valid out-pointer, `name` is NUL-terminated, the module is loaded.
+    check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, module as sys::CUmodule, name.as_ptr()) })?;
+    Ok(f as Raw)
+}
+
+/// Launches `function` on `stream` with `grid` × `block` threads.
+///
+/// # Safety
+/// `params` holds one pointer per kernel parameter, in order, each to a
+/// value of the parameter's type and size; device pointers among them are
+/// valid for what the kernel does with them until it completes.
+pub(crate) unsafe fn launch(
+    function: Raw,
+    grid: u32,
+    block: u32,
+    stream: u64,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    // SAFETY: as the caller guarantees; no dynamic shared memory, no `extra`.
+    check("cuLaunchKernel", unsafe {
+        sys::cuLaunchKernel(
+            function as sys::CUfunction,
+            grid,
+            1,
+            1,
+            block,
+            1,
+            1,
+            0,
+            stream as usize as sys::CUstream,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    })
 }

@@ -33,6 +33,15 @@ pub enum CudaError {
         /// Its description (from `cuGetErrorString`).
         description: String,
     },
+    /// The driver's JIT refused a kernel program (`cuModuleLoadDataEx`).
+    Jit {
+        /// The `CUresult`'s name, e.g. `CUDA_ERROR_INVALID_PTX`.
+        name: String,
+        /// Its description.
+        description: String,
+        /// What the JIT wrote into its error log.
+        log: String,
+    },
 }
 
 impl CudaError {
@@ -58,6 +67,13 @@ impl fmt::Display for CudaError {
             }
             CudaError::Call { function, code, name, description } => {
                 write!(f, "{function} failed: {name} ({code}): {description}")
+            }
+            CudaError::Jit { name, description, log } => {
+                write!(f, "the CUDA driver did not load a kernel program: {name}: {description}")?;
+                if !log.is_empty() {
+                    write!(f, "; its JIT log: {log}")?;
+                }
+                Ok(())
             }
         }
     }

@@ -5,7 +5,9 @@
 //! * [`CudaHostBackend`] (`cuda-host`): frames in shared memory, page-locked
 //!   and mapped for the GPU (`host.rs`);
 //! * [`available`], [`device_count`], [`device_uuid`], [`device_name`]: for
-//!   negotiation and tools.
+//!   negotiation and tools;
+//! * [`kernels`]: PTX programs the driver compiles and runs, for freight's
+//!   tools that put work on a GPU (the pipeline benchmark's GPU workers).
 //!
 //! The driver is loaded when first needed; on a machine without one every
 //! function here returns [`CudaError::DriverMissing`] and nothing panics.
@@ -44,6 +46,7 @@ mod device;
 mod driver;
 mod error;
 mod host;
+pub mod kernels;
 mod pool;
 mod release;
 

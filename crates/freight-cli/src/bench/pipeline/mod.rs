@@ -19,13 +19,19 @@
 //!   for bit, or the row fails.
 //! * **Paradigms, modes**: see `nodes`. `intra` runs the workers as threads
 //!   of this process, `copy` and `shm` as processes.
-//! * **GPU workers** run their kernel on a CPU thread (the "GPU stand-in"):
-//!   the communication overhead is what is measured. CUDA workers
-//!   (`cuda-host`, `cuda`) are not built yet.
+//! * **GPU workers** run their kernels on CUDA device 0 when there is one
+//!   (`--gpu`, `gpu.rs`): each copies its rows to the device and back, the
+//!   paper's CUDA-SC, and the native program's GPU threads do the same.
+//!   Before the rows, one frame of each workload on the device is compared
+//!   with a reference (the CPU's kernel, or float64). Without CUDA they run the same computation on a
+//!   CPU thread (the "GPU stand-in"): the communication overhead is still
+//!   what is measured. The frame itself in GPU-mapped memory (the paper's
+//!   CUDA-ZC, freight's `cuda-host`) and in device memory are not modes yet.
 //!
 //! The paper's overheads (Jetson TX2, CUDA-SC, its Tables 2 and 3) are shown
 //! beside each row it has.
 
+mod gpu;
 mod nodes;
 mod plot;
 mod work;
@@ -41,7 +47,7 @@ use super::{check_output_path, BenchError};
 use nodes::Scheduler;
 pub use nodes::{worker_main, WorkerSpec};
 pub use work::Workload;
-use work::{native, roles, Role, Shape};
+use work::{engines, initial, native, roles, Engine, Gpu, Role, Shape};
 
 /// How the scheduler and the workers talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
@@ -92,6 +98,34 @@ impl Mode {
     }
 }
 
+/// Where the GPU workers' kernels run, as asked on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuChoice {
+    /// CUDA device 0 when the driver reports one, else a CPU thread.
+    Auto,
+    /// CUDA device 0, or an error saying why not.
+    Cuda,
+    /// A CPU thread (the GPU stand-in).
+    StandIn,
+}
+
+impl GpuChoice {
+    fn resolve(self) -> Result<Gpu, BenchError> {
+        let cuda = freight::backend::cuda::available();
+        match (self, cuda) {
+            (GpuChoice::StandIn, _) => Ok(Gpu::StandIn),
+            (GpuChoice::Auto | GpuChoice::Cuda, Ok(())) => Ok(Gpu::Cuda),
+            (GpuChoice::Auto, Err(why)) => {
+                eprintln!("no CUDA ({why}): the GPU workers run their kernels on CPU threads (gpu-stand-in)");
+                Ok(Gpu::StandIn)
+            }
+            (GpuChoice::Cuda, Err(why)) => {
+                Err(BenchError::new(format!("--gpu cuda: {why}"), "use --gpu stand-in to run without a GPU"))
+            }
+        }
+    }
+}
+
 /// `freight bench pipeline`.
 #[derive(Debug, clap::Args)]
 pub struct PipelineArgs {
@@ -119,6 +153,11 @@ pub struct PipelineArgs {
     /// Matrix columns.
     #[arg(long, default_value_t = 1024)]
     pub cols: usize,
+    /// Where the GPU workers' kernels run: CUDA device 0 (each worker copies
+    /// its rows to the device and back, the paper's CUDA-SC), or the same
+    /// computation on a CPU thread.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub gpu: GpuChoice,
     /// Also write every row as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -149,6 +188,8 @@ pub struct PipelineWorkerArgs {
     pub cols: usize,
     #[arg(long)]
     pub workers: usize,
+    #[arg(long)]
+    pub gpu: Gpu,
 }
 
 /// One row of the table, as `--json` writes it.
@@ -159,8 +200,10 @@ pub struct PipelineRow {
     pub mode: Mode,
     pub placement: &'static str,
     pub workload: Workload,
-    /// "1 cpu + 1 gpu-stand-in" and the like.
+    /// "1 cpu + 1 gpu" (CUDA), "1 cpu + 1 gpu-stand-in" and the like.
     pub workers: String,
+    /// The CUDA device the GPU workers ran on; `None` for the stand-in.
+    pub gpu_device: Option<String>,
     pub mean_ms: f64,
     pub sd_ms: f64,
     pub native_mean_ms: f64,
@@ -239,10 +282,15 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     if args.runs == 0 || args.frames == 0 || args.rows == 0 || args.cols == 0 {
         return Err(BenchError::new("--runs, --frames, --rows and --cols must be at least 1", "raise them"));
     }
+    let gpu = args.gpu.resolve()?;
+    let gpu_device = match gpu {
+        Gpu::Cuda => Some(check_cuda(args)?),
+        Gpu::StandIn => None,
+    };
     let mut rows = Vec::new();
     for nodes in dedup(&args.nodes) {
-        let (cpu, gpu) = topology(nodes)?;
-        let roles = roles(cpu, gpu);
+        let (cpu_workers, gpu_workers) = topology(nodes)?;
+        let roles = roles(cpu_workers, gpu_workers);
         let shape = Shape { rows: args.rows, cols: args.cols, workers: roles.len() };
         if shape.rows < shape.workers {
             return Err(BenchError::new(
@@ -250,20 +298,37 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
                 "raise --rows",
             ));
         }
-        let workers = if gpu == 0 { format!("{cpu} cpu") } else { format!("{cpu} cpu + {gpu} gpu-stand-in") };
+        let workers = match (gpu_workers, gpu) {
+            (0, _) => format!("{cpu_workers} cpu"),
+            (n, Gpu::Cuda) => format!("{cpu_workers} cpu + {n} gpu"),
+            (n, Gpu::StandIn) => format!("{cpu_workers} cpu + {n} gpu-stand-in"),
+        };
+        // The native program's workers, kept across its runs (a GPU worker's
+        // kernels are compiled once, as a worker node's are).
+        let mut natives = engines(&roles, gpu)?;
         for workload in dedup(&args.workloads) {
-            let (_, reference) = native(workload, shape, &roles, args.frames);
+            let (_, reference) = native(workload, shape, &mut natives, args.frames)?;
             for paradigm in dedup(&args.paradigms) {
                 for mode in dedup(&args.modes) {
                     let label = format!("{nodes} nodes, {} {}, {}", paradigm.name(), mode.name(), workload.name());
                     eprint!("{label} ... ");
-                    let row = measure(args, nodes, &roles, shape, workload, paradigm, mode, &reference)
-                        .map_err(|e| e.context(&label))?;
+                    let spec = WorkerSpec {
+                        prefix: String::new(),
+                        index: 0,
+                        role: Role::Cpu,
+                        workload,
+                        paradigm,
+                        mode,
+                        shape,
+                        gpu,
+                    };
+                    let row =
+                        measure(args, nodes, &roles, spec, &mut natives, &reference).map_err(|e| e.context(&label))?;
                     eprintln!(
                         "{:.1} ms, native {:.1} ms, overhead {:+.1} %",
                         row.mean_ms, row.native_mean_ms, row.overhead_pct
                     );
-                    rows.push(PipelineRow { workers: workers.clone(), ..row });
+                    rows.push(PipelineRow { workers: workers.clone(), gpu_device: gpu_device.clone(), ..row });
                 }
             }
         }
@@ -280,20 +345,32 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     Ok(rows)
 }
 
-#[allow(clippy::too_many_arguments)] // one row's coordinates
+/// Checks the CUDA kernels on the initial matrix, one frame of each
+/// workload (`CudaKernels::check`); the device's name.
+fn check_cuda(args: &PipelineArgs) -> Result<String, BenchError> {
+    let mut kernels = gpu::CudaKernels::open()?;
+    let name = kernels.device_name()?;
+    let matrix = initial(Shape { rows: args.rows, cols: args.cols, workers: 1 });
+    for workload in dedup(&args.workloads) {
+        let error = kernels.check(workload, args.cols, &matrix)?;
+        eprintln!("GPU workers on {name}: the {} kernel is within {error:.1e} of its reference", workload.name());
+    }
+    Ok(name)
+}
+
+/// One row: `spec` names its coordinates (the prefix and worker fields are
+/// filled in here and by the scheduler); `natives` run the native program.
 fn measure(
     args: &PipelineArgs,
     nodes: usize,
     roles: &[Role],
-    shape: Shape,
-    workload: Workload,
-    paradigm: Paradigm,
-    mode: Mode,
+    spec: WorkerSpec,
+    natives: &mut [Engine],
     reference: &[f32],
 ) -> Result<PipelineRow, BenchError> {
+    let (workload, paradigm, mode, shape) = (spec.workload, spec.paradigm, spec.mode, spec.shape);
     let prefix = format!("/freight_pipeline_{}_{}", std::process::id(), unique());
-    let spec = WorkerSpec { prefix, index: 0, role: Role::Cpu, workload, paradigm, mode, shape };
-    let scheduler = Scheduler::start(spec, roles.to_vec())?;
+    let scheduler = Scheduler::start(WorkerSpec { prefix, ..spec }, roles.to_vec())?;
     let (mut times, mut native_times) = (Vec::new(), Vec::new());
     // One warm-up run of each (page faults, first connections), then
     // alternating measured runs.
@@ -306,7 +383,7 @@ fn measure(
                 "this is a bug in freight: please report it with the command line",
             ));
         }
-        let (n, _) = native(workload, shape, roles, args.frames);
+        let (n, _) = native(workload, shape, natives, args.frames)?;
         if i > 0 {
             times.push(ms(t));
             native_times.push(ms(n));
@@ -322,6 +399,7 @@ fn measure(
         placement: mode.placement(),
         workload,
         workers: String::new(),
+        gpu_device: None,
         mean_ms,
         sd_ms,
         native_mean_ms,
@@ -380,10 +458,14 @@ fn render(rows: &[PipelineRow]) -> String {
         6,
         Some("freight bench pipeline: run time and overhead against the native program"),
     );
-    out.push_str(
-        "gpu-stand-in: the GPU worker's kernel on a CPU thread (no CUDA worker yet). paper: Jetson TX2, CUDA-SC \
-         (Tables 2 and 3); copy = ROS-SC, intra = ROS-ZC, shm = ROS-SHM-ZC.\n",
-    );
+    match rows.iter().find_map(|r| r.gpu_device.as_deref()) {
+        Some(device) => out.push_str(&format!(
+            "gpu: kernels on {device}, each GPU worker copying its rows to the device and back (CUDA-SC), as the \
+             native program's GPU threads do. "
+        )),
+        None => out.push_str("gpu-stand-in: the GPU worker's kernel on a CPU thread. "),
+    }
+    out.push_str("paper: Jetson TX2, CUDA-SC (Tables 2 and 3); copy = ROS-SC, intra = ROS-ZC, shm = ROS-SHM-ZC.\n");
     out
 }
 
@@ -403,6 +485,7 @@ pub fn run_worker(args: &PipelineWorkerArgs) -> Result<(), BenchError> {
         paradigm: args.paradigm,
         mode: args.mode,
         shape,
+        gpu: args.gpu,
     };
     worker_main(&spec)
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use freight::{Buffer, Client, Context, Loan, Node, Publisher, QoS, ServiceType, Subscription, SubscriptionOptions};
 
-use super::work::{initial, kernel, Role, Shape, Workload};
+use super::work::{initial, Engine, Gpu, Role, Shape, Workload};
 use super::{Mode, Paradigm};
 use crate::bench::BenchError;
 
@@ -76,6 +76,7 @@ pub struct WorkerSpec {
     pub paradigm: Paradigm,
     pub mode: Mode,
     pub shape: Shape,
+    pub gpu: Gpu,
 }
 
 impl WorkerSpec {
@@ -131,7 +132,8 @@ fn loan_as_f32<M: freight::Message>(loan: &mut freight::LoanUninit<M>) -> Result
 pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) -> Result<(), BenchError> {
     let node = node(&format!("pipeline_worker_{}", spec.index))?;
     let span = spec.shape.span_of(spec.index);
-    let (workload, role, cols) = (spec.workload, spec.role, spec.shape.cols);
+    let (workload, cols) = (spec.workload, spec.shape.cols);
+    let mut engine = Engine::new(spec.role, spec.gpu)?;
     let copy = spec.mode == Mode::Copy;
     match spec.paradigm {
         Paradigm::Topic => {
@@ -152,11 +154,11 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 if copy {
                     let input = input.to_vec();
                     let mut output = vec![0f32; input.len()];
-                    kernel(workload, role, cols, &input, &mut output);
+                    engine.run(workload, cols, &input, &mut output)?;
                     results.publish_copy(&Part { data: Buffer::from(output), ..part }).map_err(err)?;
                 } else {
                     let mut loan = results.loan(input.len() * 4).map_err(err)?;
-                    kernel(workload, role, cols, input, loan_as_f32(&mut loan)?);
+                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan: Loan<Part> = unsafe { loan.assume_init() };
                     (loan.frame, loan.worker) = (part.frame, part.worker);
@@ -178,11 +180,11 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 if copy {
                     let input = input.to_vec();
                     let mut output = vec![0f32; input.len()];
-                    kernel(workload, role, cols, &input, &mut output);
+                    engine.run(workload, cols, &input, &mut output)?;
                     server.send_response(id, Part { frame, worker, data: Buffer::from(output) }).map_err(err)?;
                 } else {
                     let mut loan = server.loan_response(&[input.len() * 4]).map_err(err)?;
-                    kernel(workload, role, cols, input, loan_as_f32(&mut loan)?);
+                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan = unsafe { loan.assume_init() };
                     (loan.frame, loan.worker) = (frame, worker);
@@ -403,6 +405,7 @@ fn spawn_process(spec: &WorkerSpec) -> Result<Worker, BenchError> {
         .args(["--workload", spec.workload.name()])
         .args(["--paradigm", spec.paradigm.name()])
         .args(["--mode", spec.mode.name()])
+        .args(["--gpu", spec.gpu.name()])
         .args(["--rows", &spec.shape.rows.to_string(), "--cols", &spec.shape.cols.to_string()])
         .args(["--workers", &spec.shape.workers.to_string()])
         .stdin(Stdio::piped())

@@ -1,13 +1,17 @@
 //! The computation of the pipeline benchmark: the paper's two workloads as
-//! kernels over one worker's rows of the matrix, and the native program that
-//! runs them with threads over one buffer and no middleware.
+//! kernels over one worker's rows of the matrix, where each worker's kernel
+//! runs ([`Engine`]), and the native program that runs them with threads
+//! over one buffer and no middleware.
 //!
-//! Every placement (native, threads, processes) runs these same functions on
+//! Every placement (native, threads, processes) runs these same kernels on
 //! the same rows, so the final matrix is the same bit for bit: the
 //! benchmark checks it, and a middleware that delivered a wrong or stale
 //! buffer fails the row.
 
 use std::time::{Duration, Instant};
+
+use super::gpu::CudaKernels;
+use crate::bench::BenchError;
 
 /// The paper's two benchmarks (seed 002, section 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -39,12 +43,83 @@ pub enum Role {
     Gpu,
 }
 
+impl Role {
+    /// The factor of the concurrent workload's passes: CPU and GPU workers
+    /// drift their rows in opposite directions.
+    pub fn stream_factor(self) -> f32 {
+        match self {
+            Role::Cpu => 0.999,
+            Role::Gpu => 1.001,
+        }
+    }
+}
+
+/// Where the GPU workers' kernels run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Gpu {
+    /// On CUDA device 0 (`gpu.rs`).
+    Cuda,
+    /// On a CPU thread, the same computation: the communication overhead is
+    /// still what is measured.
+    StandIn,
+}
+
+impl Gpu {
+    pub fn name(self) -> &'static str {
+        match self {
+            Gpu::Cuda => "cuda",
+            Gpu::StandIn => "stand-in",
+        }
+    }
+}
+
+/// What runs one worker's kernel.
+pub enum Engine {
+    /// The calling thread: a CPU worker, or a GPU worker's stand-in.
+    Host(Role),
+    /// A CUDA device: a GPU worker with [`Gpu::Cuda`].
+    Cuda(Box<CudaKernels>),
+}
+
+impl Engine {
+    pub fn new(role: Role, gpu: Gpu) -> Result<Engine, BenchError> {
+        Ok(match (role, gpu) {
+            (Role::Gpu, Gpu::Cuda) => Engine::Cuda(Box::new(CudaKernels::open()?)),
+            _ => Engine::Host(role),
+        })
+    }
+
+    /// One frame of this worker's work: reads its rows `input` (`cols` wide)
+    /// and writes their next state to `output`.
+    pub fn run(
+        &mut self,
+        workload: Workload,
+        cols: usize,
+        input: &[f32],
+        output: &mut [f32],
+    ) -> Result<(), BenchError> {
+        match self {
+            Engine::Host(role) => {
+                kernel(workload, *role, cols, input, output);
+                Ok(())
+            }
+            Engine::Cuda(gpu) => gpu.run(workload, cols, input, output),
+        }
+    }
+}
+
+/// An engine per worker of `roles`.
+pub fn engines(roles: &[Role], gpu: Gpu) -> Result<Vec<Engine>, BenchError> {
+    roles.iter().map(|&role| Engine::new(role, gpu)).collect()
+}
+
 /// Square-root rounds per element and frame of the cache workload's CPU work.
 const CPU_ROUNDS: usize = 24;
 /// Reduction passes per frame of the cache workload's GPU work.
-const GPU_PASSES: usize = 24;
+pub const GPU_PASSES: usize = 24;
 /// Passes per frame of the concurrent workload (one read, one write each).
-const STREAM_PASSES: usize = 320;
+pub const STREAM_PASSES: usize = 320;
 
 /// The matrix and how it is cut: `rows` × `cols` `f32`s, rows split evenly
 /// (the first workers take one more when they do not divide).
@@ -79,8 +154,8 @@ pub fn initial(shape: Shape) -> Vec<f32> {
     (0..shape.len()).map(|i| 1.0 + (i % 977) as f32 / 977.0).collect()
 }
 
-/// One frame of worker work: reads its rows `input` (`cols` wide) and writes
-/// their next state to `output`.
+/// One frame of worker work on the CPU: reads its rows `input` (`cols`
+/// wide) and writes their next state to `output`.
 pub fn kernel(workload: Workload, role: Role, cols: usize, input: &[f32], output: &mut [f32]) {
     debug_assert_eq!(input.len(), output.len());
     match (workload, role) {
@@ -106,7 +181,7 @@ pub fn kernel(workload: Workload, role: Role, cols: usize, input: &[f32], output
             }
         }
         (Workload::Concurrent, _) => {
-            let factor = if role == Role::Cpu { 0.999 } else { 1.001 };
+            let factor = role.stream_factor();
             for (o, &x) in output.iter_mut().zip(input) {
                 *o = x * factor + 0.001;
             }
@@ -124,27 +199,37 @@ pub fn roles(cpu: usize, gpu: usize) -> Vec<Role> {
     std::iter::repeat_n(Role::Cpu, cpu).chain(std::iter::repeat_n(Role::Gpu, gpu)).collect()
 }
 
-/// The native program: `frames` frames of every worker's kernel on its rows,
-/// one thread per worker, over two buffers swapped after each frame (no
-/// copy, no middleware). Returns the time of the frames and the final matrix.
-pub fn native(workload: Workload, shape: Shape, roles: &[Role], frames: usize) -> (Duration, Vec<f32>) {
+/// The native program: `frames` frames of every worker's kernel on its rows
+/// (`engines[i]` runs worker `i`'s), one thread per worker, over two buffers
+/// swapped after each frame (no copy, no middleware). Returns the time of
+/// the frames and the final matrix.
+pub fn native(
+    workload: Workload,
+    shape: Shape,
+    engines: &mut [Engine],
+    frames: usize,
+) -> Result<(Duration, Vec<f32>), BenchError> {
     let mut current = initial(shape);
     let mut next = vec![0f32; shape.len()];
     let started = Instant::now();
     for _ in 0..frames {
         std::thread::scope(|s| {
             let mut rest: &mut [f32] = &mut next;
-            for (i, &role) in roles.iter().enumerate() {
+            let mut threads = Vec::new();
+            for (i, engine) in engines.iter_mut().enumerate() {
                 let span = shape.span_of(i);
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len());
                 rest = tail;
                 let input = &current[span];
-                s.spawn(move || kernel(workload, role, shape.cols, input, mine));
+                threads.push(s.spawn(move || engine.run(workload, shape.cols, input, mine)));
             }
-        });
+            threads.into_iter().try_for_each(|t| {
+                t.join().unwrap_or_else(|_| Err(BenchError::new("pipeline: a native thread panicked", "a bug")))
+            })
+        })?;
         std::mem::swap(&mut current, &mut next);
     }
-    (started.elapsed(), current)
+    Ok((started.elapsed(), current))
 }
 
 #[cfg(test)]
@@ -170,8 +255,9 @@ mod tests {
     fn the_native_program_is_the_kernels_one_frame_after_another() {
         let shape = Shape { rows: 6, cols: 4, workers: 2 };
         let roles = roles(1, 1);
+        let mut engines = engines(&roles, Gpu::StandIn).unwrap();
         for workload in [Workload::Cache, Workload::Concurrent] {
-            let (_, threaded) = native(workload, shape, &roles, 3);
+            let (_, threaded) = native(workload, shape, &mut engines, 3).unwrap();
             let mut data = initial(shape);
             for _ in 0..3 {
                 let mut next = vec![0f32; shape.len()];
