@@ -102,12 +102,13 @@ COMMANDS IN DETAIL
       witnesses: shared-memory subscribers that are stopped but never killed, whose fds are
       compared from the warm-up to the end. `make soak` runs it for an hour.
 
-  freight bench pipeline [--nodes 2,3,5] [--paradigms topic,service] [--modes copy,intra,shm] [--runs N]
+  freight bench pipeline [--nodes 2,3,5] [--paradigms topic,service] [--modes copy,intra,shm,cuda-host]
+                         [--gpu auto|cuda|stand-in] [--runs N]
       The Verona paper's CPU-GPU pipelines (seed 002): a scheduler node and CPU and GPU
-      workers (GPU kernels on CPU threads, \"gpu-stand-in\", until CUDA workers exist) compute
-      frames of a matrix split by rows, talking by topics or services, copying every hop
-      (copy), as threads sharing frames by pointer (intra) or as processes sharing them in
-      shared memory (shm). Mean and SD of the run time over --runs runs, against the same
+      workers (GPU kernels on CUDA device 0, or on CPU threads, \"gpu-stand-in\", without one)
+      compute frames of a matrix split by rows, talking by topics or services, copying every
+      hop (copy), as threads sharing frames by pointer (intra) or as processes sharing them in
+      shared memory (shm), or mapped for the GPU too (cuda-host). Mean and SD of the run time over --runs runs, against the same
       kernels as one native program measured in the same row, the overhead, and the paper's
       overhead beside each row it has; every run's result is checked bit for bit against the
       native program's. --json FILE writes the rows, --plot FILE.png draws them beside the
@@ -358,14 +359,20 @@ GPU: repeated 2D reduction) and concurrent (one read and one write per element a
 Paradigms: topic (one send topic, one result topic per worker) and service (one service
 per worker). Modes: copy (every hop copies in and out, processes: ROS-SC), intra (threads
 of one process, zero copy: ROS-ZC), shm (processes sharing frames in shared memory:
-ROS-SHM-ZC); in the zero-copy modes service requests and replies are loans too.
+ROS-SHM-ZC), cuda-host (as shm, the frames page-locked and mapped for the GPU, whose
+workers' kernels read and write them in place: ROS-SHM-ZC with CUDA-ZC; topics only, with
+CUDA only); in the zero-copy modes service requests and replies are loans too.
 
 The native program runs the same kernels on the same rows with a thread per worker and no
 middleware. Each row alternates --runs pipeline runs and --runs native runs after one
 warm-up of each, and reports mean and SD and overhead = (mean - native) / native; every
-run's final matrix must equal the native one bit for bit. GPU workers run their kernel on a
-CPU thread (\"gpu-stand-in\"): no CUDA worker is built yet. The paper's overhead (Jetson TX2,
-CUDA-SC, Tables 2 and 3) is shown beside each row it has. --runs 30 is the paper's
+run's final matrix must equal the native one bit for bit. GPU workers run their kernels on
+CUDA device 0 (--gpu auto, the default), PTX the driver compiles: they copy their rows to the
+device and back (CUDA-SC), or work on them where they lie in cuda-host rows, and the native
+program's GPU threads do the same; one frame of each workload is first checked against a
+reference. Without CUDA (or with --gpu stand-in) they run the same computation on a CPU
+thread (\"gpu-stand-in\"). The paper's overhead (Jetson TX2, Tables 2 and 3 for CUDA-SC, its
+text for CUDA-ZC) is shown beside each row it has. --runs 30 is the paper's
 protocol. The table goes to stdout, progress to stderr; --json FILE writes every row;
 --plot FILE.png draws each row's run time over the native program's beside the paper's.";
 

@@ -46,17 +46,25 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
 /// and what to do. (The GPU checklist, scripts/gpu-check.sh, runs the table.)
 #[test]
 fn gpu_workers_run_on_cuda_or_say_why_not() {
-    let args = ["bench", "pipeline", "--gpu", "cuda", "--nodes", "3", "--runs", "1", "--frames", "2"];
-    let out =
-        freight(&[&args[..], &["--rows", "13", "--cols", "300", "--paradigms", "topic", "--modes", "shm"]].concat());
+    let args = ["bench", "pipeline", "--gpu", "cuda", "--nodes", "3", "--runs", "1", "--frames", "2", "--rows", "13"];
+    let out = freight(&[&args[..], &["--cols", "300", "--paradigms", "topic", "--modes", "shm,cuda-host"]].concat());
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if out.status.success() {
         assert!(stdout.contains("1 cpu + 1 gpu ") && stdout.contains("gpu: kernels on"), "{stdout}");
-        assert!(stderr.contains("kernel is within"), "the kernels were checked against the CPU's: {stderr}");
+        assert!(stdout.contains("| cuda-host |"), "a row with the frames mapped for the GPU: {stdout}");
+        assert!(stderr.contains("kernel is within"), "the kernels were checked against a reference: {stderr}");
     } else {
         assert!(stderr.contains("--gpu cuda: ") && stderr.contains("use --gpu stand-in"), "{stderr}");
         skip("gpu_workers_run_on_cuda", Lack::Gpu, "no CUDA device: only the refusal was checked");
     }
+}
+
+#[test]
+fn frames_mapped_for_the_gpu_need_cuda() {
+    let out = freight(&["bench", "pipeline", "--gpu", "stand-in", "--modes", "cuda-host"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--modes cuda-host needs CUDA"), "{stderr}");
 }
 
 #[test]

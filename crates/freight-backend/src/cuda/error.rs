@@ -33,6 +33,11 @@ pub enum CudaError {
         /// Its description (from `cuGetErrorString`).
         description: String,
     },
+    /// Host memory of this many bytes could not be allocated.
+    HostAllocation {
+        /// The bytes asked for.
+        len: usize,
+    },
     /// The driver's JIT refused a kernel program (`cuModuleLoadDataEx`).
     Jit {
         /// The `CUresult`'s name, e.g. `CUDA_ERROR_INVALID_PTX`.
@@ -68,6 +73,7 @@ impl fmt::Display for CudaError {
             CudaError::Call { function, code, name, description } => {
                 write!(f, "{function} failed: {name} ({code}): {description}")
             }
+            CudaError::HostAllocation { len } => write!(f, "{len} bytes of host memory could not be allocated"),
             CudaError::Jit { name, description, log } => {
                 write!(f, "the CUDA driver did not load a kernel program: {name}: {description}")?;
                 if !log.is_empty() {

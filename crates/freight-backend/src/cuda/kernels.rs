@@ -1,12 +1,15 @@
 //! [`Program`]: PTX kernels that the driver compiles and runs on a device's
-//! primary context, and [`DeviceMemory`] for them to work in.
+//! primary context, and memory for them to work in: [`DeviceMemory`], and
+//! [`MappedHost`] memory that both the CPU and the kernels address.
 //!
 //! This is what freight's own tools need to put work on a GPU (the GPU
 //! workers of `freight bench pipeline`), through the same run-time-loaded
 //! driver as the backends: no CUDA toolkit at build or run time. It is not a
 //! compute framework; a CUDA application brings its own.
 
+use std::alloc::Layout;
 use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::device::Device;
@@ -81,6 +84,13 @@ impl Program {
         self.device.bind()?;
         let ptr = driver::mem_alloc(len.max(1))?;
         Ok(DeviceMemory { device: self.device.clone(), ptr, len })
+    }
+
+    /// `len` bytes of zeroed host memory, page-locked and mapped for this
+    /// program's device (`cuMemHostRegister`): the CPU writes it in place,
+    /// kernels read and write it at [`MappedHost::device_ptr`] with no copy.
+    pub fn alloc_mapped_host(&self, len: usize) -> Result<MappedHost, CudaError> {
+        MappedHost::new(self.device.clone(), len)
     }
 
     /// Queues `kernel` on the legacy default stream; it runs after the work
@@ -182,6 +192,91 @@ impl Drop for DeviceMemory {
             // SAFETY: allocated in `Program::alloc`, freed once here, after
             // the work queued on it completed.
             let _ = unsafe { driver::mem_free(self.ptr) };
+        }
+    }
+}
+
+/// Host memory mapped for a device, from [`Program::alloc_mapped_host`];
+/// unregistered and freed when dropped.
+#[derive(Debug)]
+pub struct MappedHost {
+    device: Arc<Device>,
+    ptr: NonNull<u8>,
+    layout: Layout,
+    device_ptr: u64,
+}
+
+// SAFETY: the memory is owned by this value alone (no aliases outside the
+// borrows its methods hand out), and the driver handles are plain values any
+// thread may use.
+unsafe impl Send for MappedHost {}
+
+/// Page alignment: registration pins whole pages, and none is shared with
+/// another allocation.
+const PAGE: usize = 4096;
+
+impl MappedHost {
+    fn new(device: Arc<Device>, len: usize) -> Result<MappedHost, CudaError> {
+        let layout = Layout::from_size_align(len.max(1).next_multiple_of(PAGE), PAGE)
+            .map_err(|_| CudaError::HostAllocation { len })?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or(CudaError::HostAllocation { len })?;
+        let free = |ptr: NonNull<u8>| {
+            // SAFETY: allocated just above with this layout, not registered.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) }
+        };
+        let registered = device.bind().and_then(|()| {
+            // SAFETY: the allocation is this value's and stays mapped until
+            // `drop` unregisters it.
+            unsafe { driver::host_register(ptr.as_ptr().cast(), layout.size(), false) }
+        });
+        if let Err(e) = registered {
+            free(ptr);
+            return Err(e);
+        }
+        match driver::host_device_pointer(ptr.as_ptr().cast()) {
+            Ok(device_ptr) => Ok(MappedHost { device, ptr, layout, device_ptr }),
+            Err(e) => {
+                // SAFETY: registered above, used by no kernel yet.
+                let _ = unsafe { driver::host_unregister(ptr.as_ptr().cast()) };
+                free(ptr);
+                Err(e)
+            }
+        }
+    }
+
+    /// The device's address of the memory, for [`Arg::Ptr`].
+    pub fn device_ptr(&self) -> u64 {
+        self.device_ptr
+    }
+
+    /// The memory, for the CPU (`len` bytes and the page's rest, zeroed at
+    /// first). Read it after the kernels that write it completed
+    /// ([`Program::synchronize`]).
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the allocation is `layout.size()` bytes, initialised
+        // (zeroed), and borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    /// The memory, for the CPU to read; see [`MappedHost::as_mut_bytes`].
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: as in `as_mut_bytes`, borrowed shared.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for MappedHost {
+    fn drop(&mut self) {
+        // Kernels still queued on it finish first. Unregistered, the memory
+        // goes back to the allocator; if that fails it is kept (the driver
+        // may still map it) until the process ends.
+        let done = self.device.bind().is_ok() && driver::stream_synchronize(0).is_ok();
+        // SAFETY: registered in `new`, unregistered once here, after the
+        // work queued on it completed.
+        if done && unsafe { driver::host_unregister(self.ptr.as_ptr().cast()) }.is_ok() {
+            // SAFETY: allocated in `new` with this layout, no longer registered.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
         }
     }
 }

@@ -3,14 +3,16 @@
 //! and pass for the concurrent one), JIT-compiled by the driver when a worker
 //! starts.
 //!
-//! A worker copies its rows to the device, runs the passes there and copies
-//! the result back: the paper's CUDA-SC, the memory model its Tables 2 and 3
-//! are measured with. The native program's GPU threads do the same, so the
-//! overhead is still the middleware's alone.
+//! In every mode but `cuda-host` a worker copies its rows to the device, runs
+//! the passes there and copies the result back: the paper's CUDA-SC, the
+//! memory model its Tables 2 and 3 are measured with. In `cuda-host` its rows
+//! lie in host memory mapped for the GPU, and the passes work there with no
+//! copy: the paper's CUDA-ZC. The native program's GPU threads do the same
+//! as the row's workers, so the overhead is still the middleware's alone.
 
 use std::ffi::CStr;
 
-use freight::backend::cuda::kernels::{Arg, DeviceMemory, Grid, Kernel, Program};
+use freight::backend::cuda::kernels::{Arg, DeviceMemory, Grid, Kernel, MappedHost, Program};
 use freight::backend::CudaError;
 
 use super::work::{kernel, Role, Workload, GPU_PASSES, STREAM_PASSES};
@@ -88,6 +90,33 @@ impl CudaKernels {
         memory.copy_to_host(as_bytes_mut(output)).map_err(cuda_err)?;
         self.scratch = Some((memory, len));
         Ok(())
+    }
+
+    /// One frame of GPU work on rows in memory mapped for the device: the
+    /// passes read `input` and write `output` where they lie; returns when
+    /// they are done.
+    ///
+    /// # Safety
+    /// `input` and `output` are device addresses of `len` f32s each, the
+    /// device reading the one and writing the other, valid until this returns.
+    pub unsafe fn run_mapped(
+        &self,
+        workload: Workload,
+        cols: usize,
+        input: u64,
+        output: u64,
+        len: usize,
+    ) -> Result<(), BenchError> {
+        // SAFETY: as the caller guarantees, until the synchronise below.
+        unsafe { self.passes(workload, cols, input, output, len)? };
+        self.program.synchronize().map_err(cuda_err)
+    }
+
+    /// `len` zeroed f32s of host memory mapped for the device.
+    pub fn alloc_mapped(&self, len: usize) -> Result<MappedFloats, BenchError> {
+        let bytes =
+            len.checked_mul(4).ok_or_else(|| BenchError::new("pipeline: a matrix too large", "lower --rows"))?;
+        Ok(MappedFloats { memory: self.program.alloc_mapped_host(bytes).map_err(cuda_err)?, len })
     }
 
     /// Queues the workload's passes over `len` f32s (rows of `cols`) from
@@ -173,6 +202,30 @@ fn cache_f64(cols: usize, input: &[f32]) -> Vec<f64> {
         }
     }
     out
+}
+
+/// f32s in host memory mapped for the device (the native program's
+/// matrix in `cuda-host` rows).
+pub struct MappedFloats {
+    memory: MappedHost,
+    len: usize,
+}
+
+impl MappedFloats {
+    /// The device's address of the first element.
+    pub fn device_ptr(&self) -> u64 {
+        self.memory.device_ptr()
+    }
+
+    /// The elements, for the CPU.
+    pub fn floats_mut(&mut self) -> &mut [f32] {
+        let len = self.len;
+        // SAFETY: any bytes are a valid f32; the memory is page-aligned and
+        // holds at least `len` f32s (`alloc_mapped`).
+        let (head, floats, _) = unsafe { self.memory.as_mut_bytes().align_to_mut::<f32>() };
+        debug_assert!(head.is_empty());
+        &mut floats[..len]
+    }
 }
 
 fn as_bytes(floats: &[f32]) -> &[u8] {

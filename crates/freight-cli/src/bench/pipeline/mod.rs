@@ -20,13 +20,15 @@
 //! * **Paradigms, modes**: see `nodes`. `intra` runs the workers as threads
 //!   of this process, `copy` and `shm` as processes.
 //! * **GPU workers** run their kernels on CUDA device 0 when there is one
-//!   (`--gpu`, `gpu.rs`): each copies its rows to the device and back, the
-//!   paper's CUDA-SC, and the native program's GPU threads do the same.
-//!   Before the rows, one frame of each workload on the device is compared
-//!   with a reference (the CPU's kernel, or float64). Without CUDA they run the same computation on a
-//!   CPU thread (the "GPU stand-in"): the communication overhead is still
-//!   what is measured. The frame itself in GPU-mapped memory (the paper's
-//!   CUDA-ZC, freight's `cuda-host`) and in device memory are not modes yet.
+//!   (`--gpu`, `gpu.rs`): each copies its rows to the device and back (the
+//!   paper's CUDA-SC) or, in `cuda-host` rows, works on them where they lie
+//!   in mapped memory (CUDA-ZC); the native program's GPU threads do the
+//!   same as the row's workers. Before the rows, one frame of each workload
+//!   on the device is compared with a reference (the CPU's kernel, or
+//!   float64). Without CUDA they run the same computation on a CPU thread
+//!   (the "GPU stand-in"): the communication overhead is still what is
+//!   measured. Frames in device memory (freight's `cuda` backend) are not a
+//!   mode yet.
 //!
 //! The paper's overheads (Jetson TX2, CUDA-SC, its Tables 2 and 3) are shown
 //! beside each row it has.
@@ -47,7 +49,7 @@ use super::{check_output_path, BenchError};
 use nodes::Scheduler;
 pub use nodes::{worker_main, WorkerSpec};
 pub use work::Workload;
-use work::{engines, initial, native, roles, Engine, Gpu, Role, Shape};
+use work::{engines, initial, native, roles, Engine, Gpu, Memory, Role, Shape};
 
 /// How the scheduler and the workers talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
@@ -78,6 +80,11 @@ pub enum Mode {
     Intra,
     /// Processes sharing frames in shared memory (ROS-SHM-ZC).
     Shm,
+    /// As `shm`, the frames page-locked and mapped for the GPU (freight's
+    /// `cuda-host` backend): GPU workers' kernels read their rows and write
+    /// their results where they lie (ROS-SHM-ZC with CUDA-ZC). Topics only;
+    /// needs CUDA.
+    CudaHost,
 }
 
 impl Mode {
@@ -86,6 +93,16 @@ impl Mode {
             Mode::Copy => "copy",
             Mode::Intra => "intra",
             Mode::Shm => "shm",
+            Mode::CudaHost => "cuda-host",
+        }
+    }
+
+    /// Where the native program of this mode's rows keeps the matrix.
+    fn memory(self) -> Memory {
+        if self == Mode::CudaHost {
+            Memory::Mapped
+        } else {
+            Memory::Pageable
         }
     }
 
@@ -135,9 +152,9 @@ pub struct PipelineArgs {
     /// Paradigms.
     #[arg(long, value_delimiter = ',', default_value = "topic,service")]
     pub paradigms: Vec<Paradigm>,
-    /// How the data moves.
-    #[arg(long, value_delimiter = ',', default_value = "copy,intra,shm")]
-    pub modes: Vec<Mode>,
+    /// How the data moves [default: copy,intra,shm, and cuda-host with CUDA].
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Option<Vec<Mode>>,
     /// The paper's workloads.
     #[arg(long, value_delimiter = ',', default_value = "cache,concurrent")]
     pub workloads: Vec<Workload>,
@@ -153,8 +170,7 @@ pub struct PipelineArgs {
     /// Matrix columns.
     #[arg(long, default_value_t = 1024)]
     pub cols: usize,
-    /// Where the GPU workers' kernels run: CUDA device 0 (each worker copies
-    /// its rows to the device and back, the paper's CUDA-SC), or the same
+    /// Where the GPU workers' kernels run: CUDA device 0, or the same
     /// computation on a CPU thread.
     #[arg(long, value_enum, default_value = "auto")]
     pub gpu: GpuChoice,
@@ -227,9 +243,10 @@ fn topology(nodes: usize) -> Result<(usize, usize), BenchError> {
     }
 }
 
-/// The paper's overhead in percent (Jetson TX2, CUDA-SC: Tables 2 and 3).
+/// The paper's overhead in percent (Jetson TX2: Tables 2 and 3 for CUDA-SC;
+/// for CUDA-ZC, `cuda-host`, the three its text gives).
 fn paper_overhead(nodes: usize, paradigm: Paradigm, mode: Mode, workload: Workload) -> Option<f64> {
-    use Mode::{Copy, Intra, Shm};
+    use Mode::{Copy, CudaHost, Intra, Shm};
     use Paradigm::{Service, Topic};
     let cache = workload == Workload::Cache;
     let pick = |c: f64, k: f64| Some(if cache { c } else { k });
@@ -244,6 +261,8 @@ fn paper_overhead(nodes: usize, paradigm: Paradigm, mode: Mode, workload: Worklo
         (3, Topic, Shm) => pick(4.0, -5.0),
         (5, Topic, Copy) => pick(1369.0, 3867.0),
         (5, Topic, Shm) => pick(109.0, 131.0),
+        (2, Topic, CudaHost) => pick(11.0, -9.0),
+        (3, Topic, CudaHost) if !cache => Some(-11.0),
         _ => None,
     }
 }
@@ -287,6 +306,17 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
         Gpu::Cuda => Some(check_cuda(args)?),
         Gpu::StandIn => None,
     };
+    let modes = match &args.modes {
+        Some(modes) => dedup(modes),
+        None if gpu == Gpu::Cuda => vec![Mode::Copy, Mode::Intra, Mode::Shm, Mode::CudaHost],
+        None => vec![Mode::Copy, Mode::Intra, Mode::Shm],
+    };
+    if modes.contains(&Mode::CudaHost) && gpu != Gpu::Cuda {
+        return Err(BenchError::new("--modes cuda-host needs CUDA", "leave cuda-host out on a machine without a GPU"));
+    }
+    if modes.contains(&Mode::CudaHost) && args.paradigms.contains(&Paradigm::Service) {
+        eprintln!("service cuda-host rows: not measured (a service's loans are shared memory, with no backend choice)");
+    }
     let mut rows = Vec::new();
     for nodes in dedup(&args.nodes) {
         let (cpu_workers, gpu_workers) = topology(nodes)?;
@@ -307,9 +337,12 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
         // kernels are compiled once, as a worker node's are).
         let mut natives = engines(&roles, gpu)?;
         for workload in dedup(&args.workloads) {
-            let (_, reference) = native(workload, shape, &mut natives, args.frames)?;
+            let (_, reference) = native(workload, shape, &mut natives, args.frames, Memory::Pageable)?;
             for paradigm in dedup(&args.paradigms) {
-                for mode in dedup(&args.modes) {
+                for &mode in &modes {
+                    if (paradigm, mode) == (Paradigm::Service, Mode::CudaHost) {
+                        continue; // said above
+                    }
                     let label = format!("{nodes} nodes, {} {}, {}", paradigm.name(), mode.name(), workload.name());
                     eprint!("{label} ... ");
                     let spec = WorkerSpec {
@@ -383,7 +416,7 @@ fn measure(
                 "this is a bug in freight: please report it with the command line",
             ));
         }
-        let (n, _) = native(workload, shape, natives, args.frames)?;
+        let (n, _) = native(workload, shape, natives, args.frames, mode.memory())?;
         if i > 0 {
             times.push(ms(t));
             native_times.push(ms(n));
@@ -460,12 +493,16 @@ fn render(rows: &[PipelineRow]) -> String {
     );
     match rows.iter().find_map(|r| r.gpu_device.as_deref()) {
         Some(device) => out.push_str(&format!(
-            "gpu: kernels on {device}, each GPU worker copying its rows to the device and back (CUDA-SC), as the \
-             native program's GPU threads do. "
+            "gpu: kernels on {device}; each GPU worker copies its rows to the device and back (CUDA-SC), but in \
+             cuda-host rows works on them where they lie, mapped (CUDA-ZC); the native program's GPU threads do the \
+             same as the row's workers. "
         )),
         None => out.push_str("gpu-stand-in: the GPU worker's kernel on a CPU thread. "),
     }
-    out.push_str("paper: Jetson TX2, CUDA-SC (Tables 2 and 3); copy = ROS-SC, intra = ROS-ZC, shm = ROS-SHM-ZC.\n");
+    out.push_str(
+        "paper: Jetson TX2, Tables 2 and 3 (CUDA-SC), its text for CUDA-ZC (cuda-host); copy = ROS-SC, \
+         intra = ROS-ZC, shm and cuda-host = ROS-SHM-ZC.\n",
+    );
     out
 }
 

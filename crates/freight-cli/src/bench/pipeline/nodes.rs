@@ -27,9 +27,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use freight::{Buffer, Client, Context, Loan, Node, Publisher, QoS, ServiceType, Subscription, SubscriptionOptions};
+use freight::{
+    BackendKind, BackendSet, Buffer, Client, Context, Loan, Node, Publisher, PublisherOptions, QoS, ServiceType,
+    Subscription, SubscriptionOptions,
+};
 
-use super::work::{initial, Engine, Gpu, Role, Shape, Workload};
+use super::work::{initial, Engine, Gpu, Mapped, Role, Shape, Workload};
 use super::{Mode, Paradigm};
 use crate::bench::BenchError;
 
@@ -137,10 +140,29 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
     let copy = spec.mode == Mode::Copy;
     match spec.paradigm {
         Paradigm::Topic => {
-            let frames =
-                node.create_subscription::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos()).map_err(err)?;
+            // A GPU worker of a cuda-host row takes the frame mapped for its
+            // device and lends its results from mapped memory too.
+            let mapped_rows = spec.mode == Mode::CudaHost && spec.role == Role::Gpu;
+            let (frame_options, result_options) = if mapped_rows {
+                (
+                    SubscriptionOptions {
+                        accepted_backends: Some(BackendSet::of(&[BackendKind::CudaHost])),
+                        ..Default::default()
+                    },
+                    PublisherOptions { backend: BackendKind::CudaHost, ..Default::default() },
+                )
+            } else {
+                Default::default()
+            };
+            let frames = node
+                .create_subscription_with_options::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos(), frame_options)
+                .map_err(err)?;
             let results = node
-                .create_publisher::<Part>(&WorkerSpec::result_topic(&spec.prefix, spec.index), qos())
+                .create_publisher_with_options::<Part>(
+                    &WorkerSpec::result_topic(&spec.prefix, spec.index),
+                    qos(),
+                    result_options,
+                )
                 .map_err(err)?;
             ready();
             while !stop.load(Ordering::Acquire) {
@@ -154,11 +176,23 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 if copy {
                     let input = input.to_vec();
                     let mut output = vec![0f32; input.len()];
-                    engine.run(workload, cols, &input, &mut output)?;
+                    engine.run(workload, cols, &input, &mut output, None)?;
                     results.publish_copy(&Part { data: Buffer::from(output), ..part }).map_err(err)?;
                 } else {
                     let mut loan = results.loan(input.len() * 4).map_err(err)?;
-                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?)?;
+                    let mapped = if mapped_rows {
+                        let unmapped = || err("a cuda-host buffer without a device address");
+                        let frame_at = frame.data.device_view().ok_or_else(unmapped)?.ptr;
+                        let output = loan.device_view(0).ok_or_else(unmapped)?.ptr;
+                        let input = frame_at + (span.start * std::mem::size_of::<f32>()) as u64;
+                        // SAFETY: the device's addresses of `input` (this
+                        // worker's rows of the frame) and of the loan's
+                        // buffer, which `loan_as_f32` hands to the engine.
+                        Some(unsafe { Mapped::new(input, output) })
+                    } else {
+                        None
+                    };
+                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, mapped)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan: Loan<Part> = unsafe { loan.assume_init() };
                     (loan.frame, loan.worker) = (part.frame, part.worker);
@@ -180,11 +214,11 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 if copy {
                     let input = input.to_vec();
                     let mut output = vec![0f32; input.len()];
-                    engine.run(workload, cols, &input, &mut output)?;
+                    engine.run(workload, cols, &input, &mut output, None)?;
                     server.send_response(id, Part { frame, worker, data: Buffer::from(output) }).map_err(err)?;
                 } else {
                     let mut loan = server.loan_response(&[input.len() * 4]).map_err(err)?;
-                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?)?;
+                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, None)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan = unsafe { loan.assume_init() };
                     (loan.frame, loan.worker) = (frame, worker);
@@ -223,7 +257,14 @@ impl Scheduler {
         let n = roles.len();
         let ends = match spec.paradigm {
             Paradigm::Topic => Ends::Topic {
-                send: node.create_publisher::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos()).map_err(err)?,
+                send: {
+                    // cuda-host rows: the frames page-locked and mapped for
+                    // the GPU workers.
+                    let backend = if spec.mode == Mode::CudaHost { BackendKind::CudaHost } else { BackendKind::Shm };
+                    let options = PublisherOptions { backend, ..Default::default() };
+                    node.create_publisher_with_options::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos(), options)
+                        .map_err(err)?
+                },
                 results: (0..n)
                     .map(|i| {
                         let options = SubscriptionOptions::default();

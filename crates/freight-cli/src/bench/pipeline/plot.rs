@@ -22,6 +22,7 @@ fn color_of(mode: Mode) -> RGBColor {
         Mode::Copy => RGBColor(255, 127, 14),
         Mode::Intra => RGBColor(148, 103, 189),
         Mode::Shm => RGBColor(44, 160, 44),
+        Mode::CudaHost => RGBColor(31, 119, 180),
     }
 }
 

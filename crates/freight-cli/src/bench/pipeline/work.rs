@@ -74,6 +74,36 @@ impl Gpu {
     }
 }
 
+/// Where the native program keeps the matrix (the pipeline's counterpart is
+/// its mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// Plain host memory; GPU workers copy their rows to the device and back
+    /// (the paper's CUDA-SC).
+    Pageable,
+    /// Host memory page-locked and mapped for the GPU, which the GPU workers'
+    /// kernels read and write in place (the paper's CUDA-ZC).
+    Mapped,
+}
+
+/// The device's addresses of a worker's input and output rows, when they
+/// lie in host memory mapped for the GPU: its kernels then work there, with
+/// no copy.
+#[derive(Debug, Clone, Copy)]
+pub struct Mapped {
+    input: u64,
+    output: u64,
+}
+
+impl Mapped {
+    /// # Safety
+    /// `input` and `output` are the device's addresses of the very slices
+    /// given with this to [`Engine::run`].
+    pub unsafe fn new(input: u64, output: u64) -> Mapped {
+        Mapped { input, output }
+    }
+}
+
 /// What runs one worker's kernel.
 pub enum Engine {
     /// The calling thread: a CPU worker, or a GPU worker's stand-in.
@@ -91,20 +121,27 @@ impl Engine {
     }
 
     /// One frame of this worker's work: reads its rows `input` (`cols` wide)
-    /// and writes their next state to `output`.
+    /// and writes their next state to `output`. A GPU worker whose rows are
+    /// `mapped` works on them where they lie; otherwise it copies them to the
+    /// device and back.
     pub fn run(
         &mut self,
         workload: Workload,
         cols: usize,
         input: &[f32],
         output: &mut [f32],
+        mapped: Option<Mapped>,
     ) -> Result<(), BenchError> {
-        match self {
-            Engine::Host(role) => {
+        match (self, mapped) {
+            (Engine::Host(role), _) => {
                 kernel(workload, *role, cols, input, output);
                 Ok(())
             }
-            Engine::Cuda(gpu) => gpu.run(workload, cols, input, output),
+            (Engine::Cuda(gpu), None) => gpu.run(workload, cols, input, output),
+            // SAFETY: the addresses are those of `input` and `output`
+            // (`Mapped::new`), which outlive the call; it returns once the
+            // kernels are done.
+            (Engine::Cuda(gpu), Some(m)) => unsafe { gpu.run_mapped(workload, cols, m.input, m.output, input.len()) },
         }
     }
 }
@@ -201,27 +238,71 @@ pub fn roles(cpu: usize, gpu: usize) -> Vec<Role> {
 
 /// The native program: `frames` frames of every worker's kernel on its rows
 /// (`engines[i]` runs worker `i`'s), one thread per worker, over two buffers
-/// swapped after each frame (no copy, no middleware). Returns the time of
-/// the frames and the final matrix.
+/// in `memory` swapped after each frame (no copy, no middleware). Returns
+/// the time of the frames and the final matrix. Mapped memory needs a CUDA
+/// engine among `engines`; without one the buffers are pageable.
 pub fn native(
     workload: Workload,
     shape: Shape,
     engines: &mut [Engine],
     frames: usize,
+    memory: Memory,
 ) -> Result<(Duration, Vec<f32>), BenchError> {
-    let mut current = initial(shape);
-    let mut next = vec![0f32; shape.len()];
+    let cuda = engines.iter().find_map(|e| match e {
+        Engine::Cuda(k) => Some(k),
+        Engine::Host(_) => None,
+    });
+    match (memory, cuda) {
+        (Memory::Mapped, Some(k)) => {
+            let (mut current, mut next) = (k.alloc_mapped(shape.len())?, k.alloc_mapped(shape.len())?);
+            current.floats_mut().copy_from_slice(&initial(shape));
+            let (a, b) = (current.device_ptr(), next.device_ptr());
+            let current = Half { host: current.floats_mut(), device: Some(a) };
+            let next = Half { host: next.floats_mut(), device: Some(b) };
+            run_frames(workload, shape, engines, frames, current, next)
+        }
+        _ => {
+            let (mut current, mut next) = (initial(shape), vec![0f32; shape.len()]);
+            let current = Half { host: &mut current, device: None };
+            let next = Half { host: &mut next, device: None };
+            run_frames(workload, shape, engines, frames, current, next)
+        }
+    }
+}
+
+/// One of the native program's two buffers: its elements, and the device's
+/// address of them when it is mapped for the GPU.
+struct Half<'a> {
+    host: &'a mut [f32],
+    device: Option<u64>,
+}
+
+fn run_frames<'a>(
+    workload: Workload,
+    shape: Shape,
+    engines: &mut [Engine],
+    frames: usize,
+    mut current: Half<'a>,
+    mut next: Half<'a>,
+) -> Result<(Duration, Vec<f32>), BenchError> {
     let started = Instant::now();
     for _ in 0..frames {
         std::thread::scope(|s| {
-            let mut rest: &mut [f32] = &mut next;
+            let mut rest: &mut [f32] = &mut *next.host;
             let mut threads = Vec::new();
             for (i, engine) in engines.iter_mut().enumerate() {
                 let span = shape.span_of(i);
+                let offset = (span.start * std::mem::size_of::<f32>()) as u64;
+                let mapped = current.device.zip(next.device).map(|(c, n)| {
+                    // SAFETY: each half's device address is that of its
+                    // elements, so at the same offset these are the
+                    // addresses of `input` and `mine` below.
+                    unsafe { Mapped::new(c + offset, n + offset) }
+                });
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len());
                 rest = tail;
-                let input = &current[span];
-                threads.push(s.spawn(move || engine.run(workload, shape.cols, input, mine)));
+                let input = &current.host[span];
+                threads.push(s.spawn(move || engine.run(workload, shape.cols, input, mine, mapped)));
             }
             threads.into_iter().try_for_each(|t| {
                 t.join().unwrap_or_else(|_| Err(BenchError::new("pipeline: a native thread panicked", "a bug")))
@@ -229,7 +310,7 @@ pub fn native(
         })?;
         std::mem::swap(&mut current, &mut next);
     }
-    Ok((started.elapsed(), current))
+    Ok((started.elapsed(), current.host.to_vec()))
 }
 
 #[cfg(test)]
@@ -256,8 +337,9 @@ mod tests {
         let shape = Shape { rows: 6, cols: 4, workers: 2 };
         let roles = roles(1, 1);
         let mut engines = engines(&roles, Gpu::StandIn).unwrap();
-        for workload in [Workload::Cache, Workload::Concurrent] {
-            let (_, threaded) = native(workload, shape, &mut engines, 3).unwrap();
+        // Mapped memory without a CUDA engine falls back to pageable.
+        for (workload, memory) in [(Workload::Cache, Memory::Pageable), (Workload::Concurrent, Memory::Mapped)] {
+            let (_, threaded) = native(workload, shape, &mut engines, 3, memory).unwrap();
             let mut data = initial(shape);
             for _ in 0..3 {
                 let mut next = vec![0f32; shape.len()];
