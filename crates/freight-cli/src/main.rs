@@ -359,9 +359,9 @@ GPU: repeated 2D reduction) and concurrent (one read and one write per element a
 Paradigms: topic (one send topic, one result topic per worker) and service (one service
 per worker). Modes: copy (every hop copies in and out, processes: ROS-SC), intra (threads
 of one process, zero copy: ROS-ZC), shm (processes sharing frames in shared memory:
-ROS-SHM-ZC), cuda-host (as shm, the frames page-locked and mapped for the GPU, whose
-workers' kernels read and write them in place: ROS-SHM-ZC with CUDA-ZC; topics only, with
-CUDA only); in the zero-copy modes service requests and replies are loans too.
+ROS-SHM-ZC), cuda-host (as shm, the frames, requests and replies page-locked and mapped
+for the GPU, whose workers' kernels read and write them in place: ROS-SHM-ZC with CUDA-ZC;
+with CUDA only); in the zero-copy modes service requests and replies are loans too.
 
 The native program runs the same kernels on the same rows with a thread per worker and no
 middleware. Each row alternates --runs pipeline runs and --runs native runs after one

@@ -87,6 +87,6 @@ pub use network::PeerTag;
 #[doc(hidden)]
 pub use ros_discovery::inspect_ros_discovery_info;
 pub use sample::{MessageInfo, Sample, Transport};
-pub use service::{Client, Envelope, PendingCall, RequestId, Service, ServiceServer, TakenRequest};
+pub use service::{Client, Envelope, PendingCall, RequestId, Service, ServiceOptions, ServiceServer, TakenRequest};
 pub use subscription::{NetworkLosses, Subscription, SubscriptionOptions};
 pub use waitset::{WaitOutcome, WaitSet};

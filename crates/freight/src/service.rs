@@ -11,7 +11,9 @@
 //! Requests and replies are messages like any other underneath: large fields
 //! are [`Buffer`](freight_msg::Buffer)s, handed over by pointer in one
 //! process and through shared memory between processes, and negotiated per
-//! subscriber.
+//! subscriber: a server's replies per client, a client's requests per server.
+//! [`ServiceOptions`] chooses where an end's loans live (a `cuda` request
+//! loan a kernel writes) and which backends it takes as is.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -19,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use freight_msg::{
-    BufferDecoder, BufferEncoder, CdrField, CdrReader, CdrWriter, DecodeError, EncodeError, FieldError, FieldValue,
-    Message, RawBuffer, ServiceType, YamlField, YamlWriter,
+    BackendKind, BackendSet, BufferDecoder, BufferEncoder, CdrField, CdrReader, CdrWriter, DecodeError, EncodeError,
+    FieldError, FieldValue, Message, RawBuffer, ServiceType, YamlField, YamlWriter,
 };
 
 use crate::delivery::FullQueues;
@@ -99,6 +101,52 @@ impl<M: Message> YamlField for Envelope<M> {
 impl<M: Message> Message for Envelope<M> {
     const TYPE_NAME: &'static str = M::TYPE_NAME;
     const DEFINITION: &'static str = M::DEFINITION;
+}
+
+/// Where the loans of one end of a service live and what it receives as is:
+/// for a [`Client`], its requests and the replies; for a server, its replies
+/// and the requests.
+///
+/// ```no_run
+/// use freight::{BackendKind, BackendSet, Context, ServiceOptions};
+/// use freight::msgs::std_srvs::Trigger;
+/// let node = Context::new()?.create_node("detector")?;
+/// // Requests lent in memory mapped for this process's GPU; replies from
+/// // servers on the same device taken there too.
+/// let options = ServiceOptions {
+///     backend: BackendKind::CudaHost,
+///     accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::CudaHost])),
+/// };
+/// let client = node.create_client_with_options::<Trigger>("detect", options)?;
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceOptions {
+    /// Where the loans for what this end sends live, as
+    /// [`PublisherOptions::backend`]: requests lent by
+    /// [`Client::loan_request`], replies by [`ServiceServer::loan_response`].
+    /// Copies sent with `call`/`send_response` go to shared memory.
+    pub backend: BackendKind,
+    /// Backends whose memory this end takes as is in what it receives, as
+    /// [`SubscriptionOptions::accepted_backends`]; for any other it receives
+    /// a host copy.
+    pub accepted_backends: Option<BackendSet>,
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        ServiceOptions { backend: BackendKind::Shm, accepted_backends: None }
+    }
+}
+
+impl ServiceOptions {
+    fn sending(self) -> PublisherOptions {
+        PublisherOptions { backend: self.backend, ..PublisherOptions::default() }
+    }
+
+    fn receiving(self) -> SubscriptionOptions {
+        SubscriptionOptions { accepted_backends: self.accepted_backends, ..SubscriptionOptions::default() }
+    }
 }
 
 /// The request and reply topics of the fully qualified service `name`.
@@ -245,32 +293,67 @@ impl Node {
         name: &str,
         callback: impl FnMut(Sample<S::Request>) -> S::Response + Send + 'static,
     ) -> Result<Service<S>, CreateError> {
-        Ok(Service { server: self.create_service_server(name)?, callback: Box::new(callback) })
+        self.create_service_with_options(name, ServiceOptions::default(), callback)
+    }
+
+    /// [`create_service`](Self::create_service) with [`ServiceOptions`] (see
+    /// [`create_service_server_with_options`](Self::create_service_server_with_options)).
+    pub fn create_service_with_options<S: ServiceType>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+        callback: impl FnMut(Sample<S::Request>) -> S::Response + Send + 'static,
+    ) -> Result<Service<S>, CreateError> {
+        Ok(Service { server: self.create_service_server_with_options(name, options)?, callback: Box::new(callback) })
     }
 
     /// Creates a server of `S` on the service `name` whose requests you take
     /// and answer yourself.
     pub fn create_service_server<S: ServiceType>(&self, name: &str) -> Result<ServiceServer<S>, CreateError> {
+        self.create_service_server_with_options(name, ServiceOptions::default())
+    }
+
+    /// [`create_service_server`](Self::create_service_server) with its
+    /// replies lent from `options.backend` and requests in
+    /// `options.accepted_backends` taken as they are. Fails with
+    /// [`CreateError::BackendUnavailable`] when this process cannot use one.
+    pub fn create_service_server_with_options<S: ServiceType>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+    ) -> Result<ServiceServer<S>, CreateError> {
         let name = self.resolve_topic_name(name)?;
         let (rq, rr) = topics(&name);
         let qos = QoS::services_default();
         // The reply publisher first: a request is only taken once there is a
         // way to answer it. It skips full queues (`send_response`).
-        let replies = Publisher::create_with(self, &rr, qos, PublisherOptions::default(), FullQueues::SkipNew)?;
-        let requests = Subscription::create(self, &rq, qos, SubscriptionOptions::default())?;
+        let replies = Publisher::create_with(self, &rr, qos, options.sending(), FullQueues::SkipNew)?;
+        let requests = Subscription::create(self, &rq, qos, options.receiving())?;
         Ok(ServiceServer { name, requests, replies })
     }
 
     /// Creates a client of `S` for the service `name` (resolved as a topic
     /// name is).
     pub fn create_client<S: ServiceType>(&self, name: &str) -> Result<Client<S>, CreateError> {
+        self.create_client_with_options(name, ServiceOptions::default())
+    }
+
+    /// [`create_client`](Self::create_client) with its requests lent from
+    /// `options.backend` and replies in `options.accepted_backends` taken as
+    /// they are. Fails with [`CreateError::BackendUnavailable`] when this
+    /// process cannot use one.
+    pub fn create_client_with_options<S: ServiceType>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+    ) -> Result<Client<S>, CreateError> {
         let name = self.resolve_topic_name(name)?;
         let (rq, rr) = topics(&name);
         let qos = QoS::services_default();
         // The reply subscription first: a server answers only subscriptions
         // that exist when it replies.
-        let replies = Subscription::create(self, &rr, qos, SubscriptionOptions::default())?;
-        let requests = Publisher::create(self, &rq, qos, PublisherOptions::default())?;
+        let replies = Subscription::create(self, &rr, qos, options.receiving())?;
+        let requests = Publisher::create(self, &rq, qos, options.sending())?;
         Ok(Client {
             inner: Arc::new(ClientInner {
                 name,

@@ -11,7 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use freight::{Buffer, CallError, Context, DdsConfig, Executor, Node, Sample, ServiceType, Transport};
+use freight::{
+    BackendKind, BackendSet, Buffer, CallError, Context, DdsConfig, Executor, Node, Sample, ServiceOptions,
+    ServiceType, Transport,
+};
 use freight_testkit::{other_host_available, OTHER_HOST_MOUNTS};
 
 freight::message! {
@@ -192,6 +195,27 @@ fn child() -> bool {
                 .expect("service");
             println!("{MARK}READY");
             service.serve(T).expect("serve");
+        }
+        // Takes requests in (fake) device memory as they are and answers
+        // each with the bytes reversed in a device loan, until stdin closes.
+        "device_server" => {
+            let node = node("srv_device");
+            let server = node.create_service_server_with_options::<Checksum>(&name, device_options()).expect("server");
+            println!("{MARK}READY");
+            while done.try_recv().is_err() {
+                let Some((request, id)) = server.take_request(Duration::from_millis(20)).expect("take") else {
+                    continue;
+                };
+                let bytes = request.data.to_vec().expect("the request's bytes");
+                println!("{MARK}GOT {} {}", request.backend(), bytes.len());
+                let reversed: Vec<u8> = bytes.iter().rev().copied().collect();
+                let mut reply = server.loan_response(&[reversed.len()]).expect("a reply loan");
+                reply.write_buffer_from_host(0, 0, &reversed).expect("writing the reply");
+                // SAFETY: the one buffer was written whole above.
+                let mut reply = unsafe { reply.assume_init() };
+                reply.sum = bytes.iter().map(|&b| u64::from(b)).sum::<u64>() + request.salt;
+                server.send_loaned_response(id, reply).expect("the reply");
+            }
         }
         other => panic!("unknown role {other}"),
     }
@@ -501,4 +525,99 @@ fn loaned_requests_and_replies_are_not_copied() {
     assert_eq!(reply.sum, expected_sum(3, 1 << 20));
     assert_eq!(reply.reversed.as_bytes().unwrap().as_ptr() as usize, replied_at, "the server's loan, not a copy");
     assert_eq!(reply.reversed.as_bytes().unwrap()[8], 1);
+}
+
+/// Lends in (fake) device memory and takes it as it is.
+fn device_options() -> ServiceOptions {
+    ServiceOptions {
+        backend: BackendKind::FakeDevice,
+        accepted_backends: Some(BackendSet::of(&[BackendKind::Shm, BackendKind::FakeDevice])),
+    }
+}
+
+/// Between processes: a client's request lent in device memory reaches the
+/// server there, and the server's device reply reaches that client there
+/// and a client that does not take device memory as host bytes.
+#[test]
+fn requests_and_replies_in_device_memory_cross_processes() {
+    const TEST: &str = "requests_and_replies_in_device_memory_cross_processes";
+    if child() {
+        return;
+    }
+    let name = service_name("device_procs");
+    let server = Peer::spawn(TEST, "device_server", &name, None);
+    server.expect("READY");
+    let n = node("srv_device_client");
+    let payload: Vec<u8> = (0..(1 << 20)).map(|i| (i * 31 % 256) as u8).collect();
+    let reversed: Vec<u8> = payload.iter().rev().copied().collect();
+
+    let client = n.create_client_with_options::<Checksum>(&name, device_options()).unwrap();
+    assert!(client.wait_for_service(T));
+    let mut loan = client.loan_request(&[payload.len()]).unwrap();
+    assert!(loan.buffer_uninit_mut(0).is_none(), "the request is lent in device memory");
+    loan.write_buffer_from_host(0, 0, &payload).unwrap();
+    // SAFETY: the one buffer was written whole above.
+    let mut loan = unsafe { loan.assume_init() };
+    loan.salt = 9;
+    let reply = client.call_loaned(loan).unwrap().wait(T).unwrap();
+    assert_eq!(server.expect("GOT"), format!("GOT fake-device {}", payload.len()));
+    assert_eq!(reply.backend(), BackendKind::FakeDevice);
+    assert_eq!(reply.reversed.to_vec().unwrap(), reversed);
+    assert_eq!(reply.sum, payload.iter().map(|&b| u64::from(b)).sum::<u64>() + 9);
+
+    let plain = n.create_client::<Checksum>(&name).unwrap();
+    assert!(plain.wait_for_service(T));
+    let reply = plain.call(ChecksumRequest { salt: 1, data: Buffer::from(payload.clone()) }, T).unwrap();
+    assert_eq!(server.expect("GOT"), format!("GOT shm {}", payload.len()));
+    assert_eq!(reply.backend(), BackendKind::Shm, "the server's one host copy of its device reply");
+    assert_eq!(reply.reversed.as_bytes().unwrap(), &reversed[..]);
+}
+
+/// Requests and replies negotiated per end, as a topic's messages are per
+/// subscription: a client's requests lent in (fake) device memory reach a
+/// server that takes it as they are and one that does not as a host copy;
+/// a server's device replies reach an accepting client in device memory and
+/// another client as host bytes. Never an empty or wrong buffer.
+#[test]
+fn requests_and_replies_are_negotiated_per_end() {
+    let n = node("srv_backends");
+    let device = device_options();
+    let payload: Vec<u8> = (0..64 * 1024).map(|i| (i * 13 % 256) as u8).collect();
+    for (label, server_options, server_sees) in
+        [("takes", device, BackendKind::FakeDevice), ("copies", ServiceOptions::default(), BackendKind::Cpu)]
+    {
+        let name = service_name(&format!("backends_{label}"));
+        let server = n.create_service_server_with_options::<Checksum>(&name, server_options).unwrap();
+        let client = n.create_client_with_options::<Checksum>(&name, device).unwrap();
+        let mut loan = client.loan_request(&[payload.len()]).unwrap();
+        assert!(loan.buffer_uninit_mut(0).is_none(), "the request is lent in device memory");
+        loan.write_buffer_from_host(0, 0, &payload).unwrap();
+        // SAFETY: the one buffer was written whole above.
+        let mut loan = unsafe { loan.assume_init() };
+        loan.salt = 5;
+        let call = client.call_loaned(loan).unwrap();
+        let (request, id) = server.take_request(T).unwrap().expect("the request");
+        assert_eq!(request.backend(), server_sees, "a server that {label} device memory");
+        assert_eq!(request.data.to_vec().unwrap(), payload, "the same bytes either way");
+        server.send_response(id, ChecksumResponse { sum: request.salt, ..Default::default() }).unwrap();
+        assert_eq!(call.wait(T).unwrap().sum, 5);
+    }
+
+    let name = service_name("backends_replies");
+    let server = n.create_service_server_with_options::<Checksum>(&name, device).unwrap();
+    for (client_options, client_sees) in
+        [(device, BackendKind::FakeDevice), (ServiceOptions::default(), BackendKind::Cpu)]
+    {
+        let client = n.create_client_with_options::<Checksum>(&name, client_options).unwrap();
+        let call = client.call_async(request(1, 16)).unwrap();
+        let (_, id) = server.take_request(T).unwrap().expect("the request");
+        let mut reply = server.loan_response(&[payload.len()]).unwrap();
+        reply.write_buffer_from_host(0, 0, &payload).unwrap();
+        // SAFETY: the one buffer was written whole above.
+        let reply = unsafe { reply.assume_init() };
+        server.send_loaned_response(id, reply).unwrap();
+        let reply = call.wait(T).unwrap();
+        assert_eq!(reply.backend(), client_sees);
+        assert_eq!(reply.reversed.to_vec().unwrap(), payload);
+    }
 }

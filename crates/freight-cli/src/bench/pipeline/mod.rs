@@ -82,8 +82,8 @@ pub enum Mode {
     Shm,
     /// As `shm`, the frames page-locked and mapped for the GPU (freight's
     /// `cuda-host` backend): GPU workers' kernels read their rows and write
-    /// their results where they lie (ROS-SHM-ZC with CUDA-ZC). Topics only;
-    /// needs CUDA.
+    /// their results where they lie (ROS-SHM-ZC with CUDA-ZC); service
+    /// requests and replies are lent from mapped memory too. Needs CUDA.
     CudaHost,
 }
 
@@ -314,9 +314,6 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     if modes.contains(&Mode::CudaHost) && gpu != Gpu::Cuda {
         return Err(BenchError::new("--modes cuda-host needs CUDA", "leave cuda-host out on a machine without a GPU"));
     }
-    if modes.contains(&Mode::CudaHost) && args.paradigms.contains(&Paradigm::Service) {
-        eprintln!("service cuda-host rows: not measured (a service's loans are shared memory, with no backend choice)");
-    }
     let mut rows = Vec::new();
     for nodes in dedup(&args.nodes) {
         let (cpu_workers, gpu_workers) = topology(nodes)?;
@@ -340,9 +337,6 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
             let (_, reference) = native(workload, shape, &mut natives, args.frames, Memory::Pageable)?;
             for paradigm in dedup(&args.paradigms) {
                 for &mode in &modes {
-                    if (paradigm, mode) == (Paradigm::Service, Mode::CudaHost) {
-                        continue; // said above
-                    }
                     let label = format!("{nodes} nodes, {} {}, {}", paradigm.name(), mode.name(), workload.name());
                     eprint!("{label} ... ");
                     let spec = WorkerSpec {

@@ -28,9 +28,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use freight::{
-    BackendKind, BackendSet, Buffer, Client, Context, Loan, Node, Publisher, PublisherOptions, QoS, ServiceType,
-    Subscription, SubscriptionOptions,
+    BackendKind, BackendSet, Buffer, Client, Context, Loan, Node, Publisher, PublisherOptions, QoS, ServiceOptions,
+    ServiceType, Subscription, SubscriptionOptions,
 };
+
+use freight::backend::DeviceView;
 
 use super::work::{initial, Engine, Gpu, Mapped, Role, Shape, Workload};
 use super::{Mode, Paradigm};
@@ -94,6 +96,34 @@ impl WorkerSpec {
     fn service(prefix: &str, i: usize) -> String {
         format!("{prefix}/worker_{i}")
     }
+
+    /// How a worker's endpoints lend and take memory: in a cuda-host row a
+    /// GPU worker takes its rows mapped for its device and lends its results
+    /// from mapped memory; every other worker uses the defaults.
+    fn endpoint_options(&self) -> ServiceOptions {
+        if self.mode == Mode::CudaHost && self.role == Role::Gpu {
+            ServiceOptions {
+                backend: BackendKind::CudaHost,
+                accepted_backends: Some(BackendSet::of(&[BackendKind::CudaHost])),
+            }
+        } else {
+            ServiceOptions::default()
+        }
+    }
+}
+
+/// The device's addresses of a GPU worker's rows in a received buffer
+/// (`input`'s view, `start` f32s in) and of its loan's buffer (`output`'s),
+/// both mapped for its device.
+///
+/// # Safety
+/// The engine is given those very rows and that buffer with the result.
+unsafe fn mapped(input: Option<DeviceView>, start: usize, output: Option<DeviceView>) -> Result<Mapped, BenchError> {
+    let unmapped = || err("a cuda-host buffer without a device address");
+    let input = input.ok_or_else(unmapped)?.ptr + (start * std::mem::size_of::<f32>()) as u64;
+    let output = output.ok_or_else(unmapped)?.ptr;
+    // SAFETY: as the caller guarantees.
+    Ok(unsafe { Mapped::new(input, output) })
 }
 
 fn err(what: impl std::fmt::Display) -> BenchError {
@@ -137,23 +167,15 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
     let span = spec.shape.span_of(spec.index);
     let (workload, cols) = (spec.workload, spec.shape.cols);
     let mut engine = Engine::new(spec.role, spec.gpu)?;
+    // A GPU worker of a cuda-host row works on its rows where they lie.
+    let mapped_rows = spec.mode == Mode::CudaHost && spec.role == Role::Gpu;
     let copy = spec.mode == Mode::Copy;
     match spec.paradigm {
         Paradigm::Topic => {
-            // A GPU worker of a cuda-host row takes the frame mapped for its
-            // device and lends its results from mapped memory too.
-            let mapped_rows = spec.mode == Mode::CudaHost && spec.role == Role::Gpu;
-            let (frame_options, result_options) = if mapped_rows {
-                (
-                    SubscriptionOptions {
-                        accepted_backends: Some(BackendSet::of(&[BackendKind::CudaHost])),
-                        ..Default::default()
-                    },
-                    PublisherOptions { backend: BackendKind::CudaHost, ..Default::default() },
-                )
-            } else {
-                Default::default()
-            };
+            let options = spec.endpoint_options();
+            let frame_options =
+                SubscriptionOptions { accepted_backends: options.accepted_backends, ..Default::default() };
+            let result_options = PublisherOptions { backend: options.backend, ..Default::default() };
             let frames = node
                 .create_subscription_with_options::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos(), frame_options)
                 .map_err(err)?;
@@ -180,18 +202,11 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                     results.publish_copy(&Part { data: Buffer::from(output), ..part }).map_err(err)?;
                 } else {
                     let mut loan = results.loan(input.len() * 4).map_err(err)?;
-                    let mapped = if mapped_rows {
-                        let unmapped = || err("a cuda-host buffer without a device address");
-                        let frame_at = frame.data.device_view().ok_or_else(unmapped)?.ptr;
-                        let output = loan.device_view(0).ok_or_else(unmapped)?.ptr;
-                        let input = frame_at + (span.start * std::mem::size_of::<f32>()) as u64;
-                        // SAFETY: the device's addresses of `input` (this
-                        // worker's rows of the frame) and of the loan's
-                        // buffer, which `loan_as_f32` hands to the engine.
-                        Some(unsafe { Mapped::new(input, output) })
-                    } else {
-                        None
-                    };
+                    // SAFETY: the engine gets this worker's rows of the
+                    // frame and the loan's buffer (`loan_as_f32`).
+                    let mapped = mapped_rows
+                        .then(|| unsafe { mapped(frame.data.device_view(), span.start, loan.device_view(0)) })
+                        .transpose()?;
                     engine.run(workload, cols, input, loan_as_f32(&mut loan)?, mapped)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan: Loan<Part> = unsafe { loan.assume_init() };
@@ -201,8 +216,12 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
             }
         }
         Paradigm::Service => {
-            let server =
-                node.create_service_server::<Step>(&WorkerSpec::service(&spec.prefix, spec.index)).map_err(err)?;
+            let server = node
+                .create_service_server_with_options::<Step>(
+                    &WorkerSpec::service(&spec.prefix, spec.index),
+                    spec.endpoint_options(),
+                )
+                .map_err(err)?;
             ready();
             while !stop.load(Ordering::Acquire) {
                 let Some((request, id)) = server.take_request(POLL).map_err(err)? else { continue };
@@ -218,7 +237,12 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                     server.send_response(id, Part { frame, worker, data: Buffer::from(output) }).map_err(err)?;
                 } else {
                     let mut loan = server.loan_response(&[input.len() * 4]).map_err(err)?;
-                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, None)?;
+                    // SAFETY: the engine gets the request's rows (all of it)
+                    // and the loan's buffer (`loan_as_f32`).
+                    let mapped = mapped_rows
+                        .then(|| unsafe { mapped(request.data.device_view(), 0, loan.device_view(0)) })
+                        .transpose()?;
+                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, mapped)?;
                     // SAFETY: the kernel wrote every element.
                     let mut loan = unsafe { loan.assume_init() };
                     (loan.frame, loan.worker) = (frame, worker);
@@ -278,8 +302,14 @@ impl Scheduler {
                     .map_err(err)?,
             },
             Paradigm::Service => Ends::Service {
+                // cuda-host rows: requests lent from memory mapped for the GPU.
                 clients: (0..n)
-                    .map(|i| node.create_client::<Step>(&WorkerSpec::service(&spec.prefix, i)))
+                    .map(|i| {
+                        let backend =
+                            if spec.mode == Mode::CudaHost { BackendKind::CudaHost } else { BackendKind::Shm };
+                        let options = ServiceOptions { backend, ..Default::default() };
+                        node.create_client_with_options::<Step>(&WorkerSpec::service(&spec.prefix, i), options)
+                    })
                     .collect::<Result<_, _>>()
                     .map_err(err)?,
             },
