@@ -102,13 +102,13 @@ COMMANDS IN DETAIL
       witnesses: shared-memory subscribers that are stopped but never killed, whose fds are
       compared from the warm-up to the end. `make soak` runs it for an hour.
 
-  freight bench pipeline [--nodes 2,3,5] [--paradigms topic,service] [--modes copy,intra,shm,cuda-host]
+  freight bench pipeline [--nodes 2,3,5] [--paradigms topic,service] [--modes copy,intra,shm,cuda-host,cuda]
                          [--gpu auto|cuda|stand-in] [--runs N]
       The Verona paper's CPU-GPU pipelines (seed 002): a scheduler node and CPU and GPU
       workers (GPU kernels on CUDA device 0, or on CPU threads, \"gpu-stand-in\", without one)
       compute frames of a matrix split by rows, talking by topics or services, copying every
       hop (copy), as threads sharing frames by pointer (intra) or as processes sharing them in
-      shared memory (shm), or mapped for the GPU too (cuda-host). Mean and SD of the run time over --runs runs, against the same
+      shared memory (shm), mapped for the GPU too (cuda-host) or in device memory (cuda). Mean and SD of the run time over --runs runs, against the same
       kernels as one native program measured in the same row, the overhead, and the paper's
       overhead beside each row it has; every run's result is checked bit for bit against the
       native program's. --json FILE writes the rows, --plot FILE.png draws them beside the
@@ -361,7 +361,9 @@ per worker). Modes: copy (every hop copies in and out, processes: ROS-SC), intra
 of one process, zero copy: ROS-ZC), shm (processes sharing frames in shared memory:
 ROS-SHM-ZC), cuda-host (as shm, the frames, requests and replies page-locked and mapped
 for the GPU, whose workers' kernels read and write them in place: ROS-SHM-ZC with CUDA-ZC;
-with CUDA only); in the zero-copy modes service requests and replies are loans too.
+with CUDA only), cuda (as shm, in device memory: GPU workers work there, the others get
+host copies; the simulated fake-device with the stand-in); in the zero-copy modes service
+requests and replies are loans too.
 
 The native program runs the same kernels on the same rows with a thread per worker and no
 middleware. Each row alternates --runs pipeline runs and --runs native runs after one

@@ -47,16 +47,31 @@ fn every_topology_paradigm_mode_and_workload_computes_what_the_native_program_do
 #[test]
 fn gpu_workers_run_on_cuda_or_say_why_not() {
     let args = ["bench", "pipeline", "--gpu", "cuda", "--nodes", "3", "--runs", "1", "--frames", "2", "--rows", "13"];
-    let out = freight(&[&args[..], &["--cols", "300", "--paradigms", "topic", "--modes", "shm,cuda-host"]].concat());
+    let out = freight(&[&args[..], &["--cols", "300", "--modes", "shm,cuda-host,cuda"]].concat());
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if out.status.success() {
         assert!(stdout.contains("1 cpu + 1 gpu ") && stdout.contains("gpu: kernels on"), "{stdout}");
-        assert!(stdout.contains("| cuda-host |"), "a row with the frames mapped for the GPU: {stdout}");
+        assert!(stdout.contains("| cuda-host |"), "rows with the frames mapped for the GPU: {stdout}");
+        assert!(stdout.contains("| cuda      |"), "rows with the frames in device memory: {stdout}");
         assert!(stderr.contains("kernel is within"), "the kernels were checked against a reference: {stderr}");
     } else {
         assert!(stderr.contains("--gpu cuda: ") && stderr.contains("use --gpu stand-in"), "{stderr}");
         skip("gpu_workers_run_on_cuda", Lack::Gpu, "no CUDA device: only the refusal was checked");
     }
+}
+
+/// `cuda` rows without a GPU: the frames in the simulated device's memory,
+/// which GPU workers take as it is (each checks that its rows arrived there)
+/// and everyone else receives as host copies; every run still ends with the
+/// native program's matrix.
+#[test]
+fn frames_in_device_memory_run_on_the_simulated_device() {
+    let args = ["bench", "pipeline", "--gpu", "stand-in", "--modes", "cuda", "--nodes", "3,5", "--runs", "1"];
+    let out = freight(&[&args[..], &["--frames", "3", "--rows", "13", "--cols", "17"]].concat());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains("| cuda |")).collect();
+    assert_eq!(rows.len(), 2 * 2 * 2, "nodes x paradigms x workloads: {stdout}");
 }
 
 #[test]

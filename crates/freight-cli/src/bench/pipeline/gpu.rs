@@ -15,7 +15,7 @@ use std::ffi::CStr;
 use freight::backend::cuda::kernels::{Arg, DeviceMemory, Grid, Kernel, MappedHost, Program};
 use freight::backend::CudaError;
 
-use super::work::{kernel, Role, Workload, GPU_PASSES, STREAM_PASSES};
+use super::work::{as_bytes, as_bytes_mut, kernel, Role, Workload, GPU_PASSES, STREAM_PASSES};
 use crate::bench::BenchError;
 
 /// The kernels, NUL-terminated for the driver.
@@ -92,14 +92,14 @@ impl CudaKernels {
         Ok(())
     }
 
-    /// One frame of GPU work on rows in memory mapped for the device: the
-    /// passes read `input` and write `output` where they lie; returns when
-    /// they are done.
+    /// One frame of GPU work on rows the device addresses (mapped host
+    /// memory, or its own): the passes read `input` and write `output` where
+    /// they lie; returns when they are done.
     ///
     /// # Safety
     /// `input` and `output` are device addresses of `len` f32s each, the
     /// device reading the one and writing the other, valid until this returns.
-    pub unsafe fn run_mapped(
+    pub unsafe fn run_on_device(
         &self,
         workload: Workload,
         cols: usize,
@@ -226,14 +226,4 @@ impl MappedFloats {
         debug_assert!(head.is_empty());
         &mut floats[..len]
     }
-}
-
-fn as_bytes(floats: &[f32]) -> &[u8] {
-    // SAFETY: any f32's bytes are valid u8s; same memory, same lifetime.
-    unsafe { std::slice::from_raw_parts(floats.as_ptr().cast(), std::mem::size_of_val(floats)) }
-}
-
-fn as_bytes_mut(floats: &mut [f32]) -> &mut [u8] {
-    // SAFETY: any bytes written are a valid f32; same memory, same lifetime.
-    unsafe { std::slice::from_raw_parts_mut(floats.as_mut_ptr().cast(), std::mem::size_of_val(floats)) }
 }

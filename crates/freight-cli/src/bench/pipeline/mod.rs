@@ -27,8 +27,9 @@
 //!   on the device is compared with a reference (the CPU's kernel, or
 //!   float64). Without CUDA they run the same computation on a CPU thread
 //!   (the "GPU stand-in"): the communication overhead is still what is
-//!   measured. Frames in device memory (freight's `cuda` backend) are not a
-//!   mode yet.
+//!   measured. In `cuda` rows the frames are in device memory (the
+//!   simulated device's with the stand-in, which tests the path without a
+//!   GPU).
 //!
 //! The paper's overheads (Jetson TX2, CUDA-SC, its Tables 2 and 3) are shown
 //! beside each row it has.
@@ -85,6 +86,11 @@ pub enum Mode {
     /// their results where they lie (ROS-SHM-ZC with CUDA-ZC); service
     /// requests and replies are lent from mapped memory too. Needs CUDA.
     CudaHost,
+    /// As `shm`, the frames in device memory (freight's `cuda` backend; the
+    /// simulated `fake-device` with the GPU stand-in): GPU workers' kernels
+    /// read their rows and write their results there; CPU workers and the
+    /// scheduler receive host copies, which freight makes once per message.
+    Cuda,
 }
 
 impl Mode {
@@ -94,6 +100,7 @@ impl Mode {
             Mode::Intra => "intra",
             Mode::Shm => "shm",
             Mode::CudaHost => "cuda-host",
+            Mode::Cuda => "cuda",
         }
     }
 
@@ -152,7 +159,7 @@ pub struct PipelineArgs {
     /// Paradigms.
     #[arg(long, value_delimiter = ',', default_value = "topic,service")]
     pub paradigms: Vec<Paradigm>,
-    /// How the data moves [default: copy,intra,shm, and cuda-host with CUDA].
+    /// How the data moves [default: copy,intra,shm, and cuda-host,cuda with CUDA].
     #[arg(long, value_delimiter = ',')]
     pub modes: Option<Vec<Mode>>,
     /// The paper's workloads.
@@ -308,7 +315,7 @@ pub fn run(args: &PipelineArgs) -> Result<Vec<PipelineRow>, BenchError> {
     };
     let modes = match &args.modes {
         Some(modes) => dedup(modes),
-        None if gpu == Gpu::Cuda => vec![Mode::Copy, Mode::Intra, Mode::Shm, Mode::CudaHost],
+        None if gpu == Gpu::Cuda => vec![Mode::Copy, Mode::Intra, Mode::Shm, Mode::CudaHost, Mode::Cuda],
         None => vec![Mode::Copy, Mode::Intra, Mode::Shm],
     };
     if modes.contains(&Mode::CudaHost) && gpu != Gpu::Cuda {
@@ -488,10 +495,13 @@ fn render(rows: &[PipelineRow]) -> String {
     match rows.iter().find_map(|r| r.gpu_device.as_deref()) {
         Some(device) => out.push_str(&format!(
             "gpu: kernels on {device}; each GPU worker copies its rows to the device and back (CUDA-SC), but in \
-             cuda-host rows works on them where they lie, mapped (CUDA-ZC); the native program's GPU threads do the \
-             same as the row's workers. "
+             cuda-host and cuda rows works on them where they lie, in mapped host memory (CUDA-ZC) or device memory; \
+             the native program's GPU threads copy, or work in mapped memory in cuda-host rows. "
         )),
-        None => out.push_str("gpu-stand-in: the GPU worker's kernel on a CPU thread. "),
+        None => out.push_str(
+            "gpu-stand-in: the GPU worker's kernel on a CPU thread (in cuda rows, on the simulated device's memory \
+             through host copies). ",
+        ),
     }
     out.push_str(
         "paper: Jetson TX2, Tables 2 and 3 (CUDA-SC), its text for CUDA-ZC (cuda-host); copy = ROS-SC, \

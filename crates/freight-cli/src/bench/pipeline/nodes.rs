@@ -22,19 +22,18 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::mem::MaybeUninit;
+use std::ops::Range;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use freight::{
-    BackendKind, BackendSet, Buffer, Client, Context, Loan, Node, Publisher, PublisherOptions, QoS, ServiceOptions,
-    ServiceType, Subscription, SubscriptionOptions,
+    BackendKind, BackendSet, Buffer, Client, Context, Loan, LoanUninit, Node, Publisher, PublisherOptions, QoS,
+    ServiceOptions, ServiceType, Subscription, SubscriptionOptions,
 };
 
-use freight::backend::DeviceView;
-
-use super::work::{initial, Engine, Gpu, Mapped, Role, Shape, Workload};
+use super::work::{as_bytes, initial, DeviceRows, Engine, Gpu, Role, Shape, Workload};
 use super::{Mode, Paradigm};
 use crate::bench::BenchError;
 
@@ -97,33 +96,33 @@ impl WorkerSpec {
         format!("{prefix}/worker_{i}")
     }
 
-    /// How a worker's endpoints lend and take memory: in a cuda-host row a
-    /// GPU worker takes its rows mapped for its device and lends its results
-    /// from mapped memory; every other worker uses the defaults.
-    fn endpoint_options(&self) -> ServiceOptions {
-        if self.mode == Mode::CudaHost && self.role == Role::Gpu {
-            ServiceOptions {
-                backend: BackendKind::CudaHost,
-                accepted_backends: Some(BackendSet::of(&[BackendKind::CudaHost])),
-            }
-        } else {
-            ServiceOptions::default()
+    /// Where the scheduler's frames (topic) or requests (service) live.
+    fn frame_backend(&self) -> BackendKind {
+        match self.mode {
+            Mode::CudaHost => BackendKind::CudaHost,
+            // The simulated device stands in for the GPU's memory.
+            Mode::Cuda if self.gpu == Gpu::Cuda => BackendKind::Cuda,
+            Mode::Cuda => BackendKind::FakeDevice,
+            Mode::Copy | Mode::Intra | Mode::Shm => BackendKind::Shm,
         }
     }
-}
 
-/// The device's addresses of a GPU worker's rows in a received buffer
-/// (`input`'s view, `start` f32s in) and of its loan's buffer (`output`'s),
-/// both mapped for its device.
-///
-/// # Safety
-/// The engine is given those very rows and that buffer with the result.
-unsafe fn mapped(input: Option<DeviceView>, start: usize, output: Option<DeviceView>) -> Result<Mapped, BenchError> {
-    let unmapped = || err("a cuda-host buffer without a device address");
-    let input = input.ok_or_else(unmapped)?.ptr + (start * std::mem::size_of::<f32>()) as u64;
-    let output = output.ok_or_else(unmapped)?.ptr;
-    // SAFETY: as the caller guarantees.
-    Ok(unsafe { Mapped::new(input, output) })
+    /// Where this worker's rows must arrive: in cuda-host and cuda rows a
+    /// GPU worker takes them where the scheduler put them; `None` for every
+    /// other worker (which receives host copies of device memory).
+    fn rows_backend(&self) -> Option<BackendKind> {
+        matches!((self.mode, self.role), (Mode::CudaHost | Mode::Cuda, Role::Gpu)).then(|| self.frame_backend())
+    }
+
+    /// How a worker's endpoints lend and take memory: a worker with a
+    /// [`rows_backend`](Self::rows_backend) takes it and lends its results
+    /// from it; the others use the defaults.
+    fn endpoint_options(&self) -> ServiceOptions {
+        match self.rows_backend() {
+            Some(backend) => ServiceOptions { backend, accepted_backends: Some(BackendSet::of(&[backend])) },
+            None => ServiceOptions::default(),
+        }
+    }
 }
 
 fn err(what: impl std::fmt::Display) -> BenchError {
@@ -164,15 +163,11 @@ fn loan_as_f32<M: freight::Message>(loan: &mut freight::LoanUninit<M>) -> Result
 /// Runs one worker until it is told to stop, or `stop` is set.
 pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) -> Result<(), BenchError> {
     let node = node(&format!("pipeline_worker_{}", spec.index))?;
-    let span = spec.shape.span_of(spec.index);
-    let (workload, cols) = (spec.workload, spec.shape.cols);
     let mut engine = Engine::new(spec.role, spec.gpu)?;
-    // A GPU worker of a cuda-host row works on its rows where they lie.
-    let mapped_rows = spec.mode == Mode::CudaHost && spec.role == Role::Gpu;
-    let copy = spec.mode == Mode::Copy;
+    let options = spec.endpoint_options();
+    let worker = spec.index as u32;
     match spec.paradigm {
         Paradigm::Topic => {
-            let options = spec.endpoint_options();
             let frame_options =
                 SubscriptionOptions { accepted_backends: options.accepted_backends, ..Default::default() };
             let result_options = PublisherOptions { backend: options.backend, ..Default::default() };
@@ -187,40 +182,28 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 )
                 .map_err(err)?;
             ready();
+            let span = spec.shape.span_of(spec.index);
             while !stop.load(Ordering::Acquire) {
                 let Some(frame) = frames.take(POLL).map_err(err)? else { continue };
                 if frame.frame == STOP {
                     break;
                 }
-                let all = frame.data.as_slice().ok_or_else(|| err("a frame not in host memory"))?;
-                let input = all.get(span.clone()).ok_or_else(|| err("a frame shorter than the matrix"))?;
-                let part = Part { frame: frame.frame, worker: spec.index as u32, data: Buffer::default() };
-                if copy {
-                    let input = input.to_vec();
-                    let mut output = vec![0f32; input.len()];
-                    engine.run(workload, cols, &input, &mut output, None)?;
-                    results.publish_copy(&Part { data: Buffer::from(output), ..part }).map_err(err)?;
+                if spec.mode == Mode::Copy {
+                    let data = Buffer::from(work_copying(&mut engine, spec, &frame.data, span.clone())?);
+                    results.publish_copy(&Part { frame: frame.frame, worker, data }).map_err(err)?;
                 } else {
-                    let mut loan = results.loan(input.len() * 4).map_err(err)?;
-                    // SAFETY: the engine gets this worker's rows of the
-                    // frame and the loan's buffer (`loan_as_f32`).
-                    let mapped = mapped_rows
-                        .then(|| unsafe { mapped(frame.data.device_view(), span.start, loan.device_view(0)) })
-                        .transpose()?;
-                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, mapped)?;
-                    // SAFETY: the kernel wrote every element.
+                    let mut loan = results.loan(span.len() * 4).map_err(err)?;
+                    work_into(&mut engine, spec, &frame.data, span.clone(), &mut loan)?;
+                    // SAFETY: `work_into` wrote every element.
                     let mut loan: Loan<Part> = unsafe { loan.assume_init() };
-                    (loan.frame, loan.worker) = (part.frame, part.worker);
+                    (loan.frame, loan.worker) = (frame.frame, worker);
                     results.publish(loan).map_err(err)?;
                 }
             }
         }
         Paradigm::Service => {
             let server = node
-                .create_service_server_with_options::<Step>(
-                    &WorkerSpec::service(&spec.prefix, spec.index),
-                    spec.endpoint_options(),
-                )
+                .create_service_server_with_options::<Step>(&WorkerSpec::service(&spec.prefix, spec.index), options)
                 .map_err(err)?;
             ready();
             while !stop.load(Ordering::Acquire) {
@@ -228,30 +211,110 @@ pub fn run_worker(spec: &WorkerSpec, ready: impl FnOnce(), stop: &AtomicBool) ->
                 if request.frame == STOP {
                     break;
                 }
-                let input = request.data.as_slice().ok_or_else(|| err("a request not in host memory"))?;
-                let (frame, worker) = (request.frame, spec.index as u32);
-                if copy {
-                    let input = input.to_vec();
-                    let mut output = vec![0f32; input.len()];
-                    engine.run(workload, cols, &input, &mut output, None)?;
-                    server.send_response(id, Part { frame, worker, data: Buffer::from(output) }).map_err(err)?;
+                // A request holds this worker's rows and nothing else.
+                let rows = 0..request.data.len();
+                if spec.mode == Mode::Copy {
+                    let data = Buffer::from(work_copying(&mut engine, spec, &request.data, rows)?);
+                    server.send_response(id, Part { frame: request.frame, worker, data }).map_err(err)?;
                 } else {
-                    let mut loan = server.loan_response(&[input.len() * 4]).map_err(err)?;
-                    // SAFETY: the engine gets the request's rows (all of it)
-                    // and the loan's buffer (`loan_as_f32`).
-                    let mapped = mapped_rows
-                        .then(|| unsafe { mapped(request.data.device_view(), 0, loan.device_view(0)) })
-                        .transpose()?;
-                    engine.run(workload, cols, input, loan_as_f32(&mut loan)?, mapped)?;
-                    // SAFETY: the kernel wrote every element.
+                    let mut loan = server.loan_response(&[rows.len() * 4]).map_err(err)?;
+                    work_into(&mut engine, spec, &request.data, rows, &mut loan)?;
+                    // SAFETY: `work_into` wrote every element.
                     let mut loan = unsafe { loan.assume_init() };
-                    (loan.frame, loan.worker) = (frame, worker);
+                    (loan.frame, loan.worker) = (request.frame, worker);
                     server.send_loaned_response(id, loan).map_err(err)?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// `copy` rows: the rows `span` of `data` copied out of the message, the
+/// kernel, and the result to copy into the next.
+fn work_copying(
+    engine: &mut Engine,
+    spec: &WorkerSpec,
+    data: &Buffer<f32>,
+    span: Range<usize>,
+) -> Result<Vec<f32>, BenchError> {
+    let input = host(data)?.get(span).ok_or_else(|| err("a message shorter than the rows"))?.to_vec();
+    let mut output = vec![0f32; input.len()];
+    engine.run(spec.workload, spec.shape.cols, &input, &mut output)?;
+    Ok(output)
+}
+
+/// One frame of work from the rows `span` of `data` into the one buffer of
+/// `loan` (lent for as many), wherever both lie: a CUDA engine works on them
+/// in place when its device reaches both (cuda-host, cuda); otherwise the
+/// CPU reads and writes them in place, through a host copy where it cannot
+/// (the simulated device's memory).
+fn work_into<M: freight::Message>(
+    engine: &mut Engine,
+    spec: &WorkerSpec,
+    data: &Buffer<f32>,
+    span: Range<usize>,
+    loan: &mut LoanUninit<M>,
+) -> Result<(), BenchError> {
+    let (workload, cols) = (spec.workload, spec.shape.cols);
+    if span.end > data.len() {
+        return Err(err("a message shorter than the rows"));
+    }
+    // A row that did not move its data as its mode says measures nothing.
+    if let Some(expected) = spec.rows_backend().filter(|&b| b != data.backend()) {
+        return Err(BenchError::new(
+            format!(
+                "pipeline: a {} row's GPU worker received {} memory, not {expected}",
+                spec.mode.name(),
+                data.backend()
+            ),
+            "this is a bug in freight: please report it with the command line",
+        ));
+    }
+    if let (true, Some(input), Some(output)) = (engine.is_cuda(), data.device_view(), loan.device_view(0)) {
+        // The kernels read after the writer's writes (its stream's event)...
+        data.order_on_stream(0).map_err(err)?;
+        let input = input.ptr + (span.start * std::mem::size_of::<f32>()) as u64;
+        // SAFETY: the device's addresses of the rows (in `data`, checked
+        // above) and of the loan's buffer, lent for as many; both outlive
+        // the call.
+        let rows = unsafe { DeviceRows::new(input, output.ptr, span.len()) };
+        engine.run_on_device(workload, cols, rows)?;
+        // ...and the loan's readers after the kernels' writes.
+        loan.set_write_stream(0);
+        return Ok(());
+    }
+    let copied;
+    let input = match data.as_slice() {
+        Some(all) => &all[span],
+        None => {
+            copied = data.to_vec().map_err(err)?;
+            &copied[span]
+        }
+    };
+    if loan.buffer_uninit_mut(0).is_some() {
+        engine.run(workload, cols, input, loan_as_f32(loan)?)
+    } else {
+        let mut output = vec![0f32; input.len()];
+        engine.run(workload, cols, input, &mut output)?;
+        loan.write_buffer_from_host(0, 0, as_bytes(&output)).map_err(err)
+    }
+}
+
+/// Writes the one buffer of `loan` (`len` f32s) with `write`: in place
+/// where the CPU addresses it, through a host copy where it does not
+/// (device memory).
+fn fill<M: freight::Message>(
+    loan: &mut LoanUninit<M>,
+    len: usize,
+    write: impl FnOnce(&mut [f32]) -> Result<(), BenchError>,
+) -> Result<(), BenchError> {
+    if loan.buffer_uninit_mut(0).is_some() {
+        return write(loan_as_f32(loan)?);
+    }
+    let mut host = vec![0f32; len];
+    write(&mut host)?;
+    loan.write_buffer_from_host(0, 0, as_bytes(&host)).map_err(err)
 }
 
 /// The scheduler's side of one row: its endpoints and the workers.
@@ -282,10 +345,7 @@ impl Scheduler {
         let ends = match spec.paradigm {
             Paradigm::Topic => Ends::Topic {
                 send: {
-                    // cuda-host rows: the frames page-locked and mapped for
-                    // the GPU workers.
-                    let backend = if spec.mode == Mode::CudaHost { BackendKind::CudaHost } else { BackendKind::Shm };
-                    let options = PublisherOptions { backend, ..Default::default() };
+                    let options = PublisherOptions { backend: spec.frame_backend(), ..Default::default() };
                     node.create_publisher_with_options::<Frame>(&WorkerSpec::send_topic(&spec.prefix), qos(), options)
                         .map_err(err)?
                 },
@@ -302,12 +362,9 @@ impl Scheduler {
                     .map_err(err)?,
             },
             Paradigm::Service => Ends::Service {
-                // cuda-host rows: requests lent from memory mapped for the GPU.
                 clients: (0..n)
                     .map(|i| {
-                        let backend =
-                            if spec.mode == Mode::CudaHost { BackendKind::CudaHost } else { BackendKind::Shm };
-                        let options = ServiceOptions { backend, ..Default::default() };
+                        let options = ServiceOptions { backend: spec.frame_backend(), ..Default::default() };
                         node.create_client_with_options::<Step>(&WorkerSpec::service(&spec.prefix, i), options)
                     })
                     .collect::<Result<_, _>>()
@@ -371,7 +428,7 @@ impl Scheduler {
                         send.publish_copy(&Frame { frame: k, data: Buffer::from(data) }).map_err(err)?;
                     } else {
                         let mut loan = send.loan(shape.len() * 4).map_err(err)?;
-                        merge(loan_as_f32(&mut loan)?)?;
+                        fill(&mut loan, shape.len(), merge)?;
                         // SAFETY: the merge wrote every element.
                         let mut loan: Loan<Frame> = unsafe { loan.assume_init() };
                         loan.frame = k;
@@ -387,7 +444,10 @@ impl Scheduler {
                         // The worker's rows into a loan: the one copy, as the
                         // topic paradigm's merge.
                         let mut loan = c.loan_request(&[r.len_bytes()]).map_err(err)?;
-                        loan_as_f32(&mut loan)?.copy_from_slice(host(r)?);
+                        fill(&mut loan, r.len(), |dst| {
+                            dst.copy_from_slice(host(r)?);
+                            Ok(())
+                        })?;
                         // SAFETY: every element was copied in.
                         let mut loan = unsafe { loan.assume_init() };
                         loan.frame = k;

@@ -23,6 +23,7 @@ fn color_of(mode: Mode) -> RGBColor {
         Mode::Intra => RGBColor(148, 103, 189),
         Mode::Shm => RGBColor(44, 160, 44),
         Mode::CudaHost => RGBColor(31, 119, 180),
+        Mode::Cuda => RGBColor(214, 39, 40),
     }
 }
 

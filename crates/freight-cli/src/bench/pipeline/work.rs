@@ -86,21 +86,24 @@ pub enum Memory {
     Mapped,
 }
 
-/// The device's addresses of a worker's input and output rows, when they
-/// lie in host memory mapped for the GPU: its kernels then work there, with
-/// no copy.
+/// The device's addresses of a worker's input and output rows, `len` f32s
+/// each, when they lie where its GPU reaches them: host memory mapped for it
+/// (`cuda-host`) or its own memory (`cuda`). Its kernels then work there,
+/// with no copy.
 #[derive(Debug, Clone, Copy)]
-pub struct Mapped {
+pub struct DeviceRows {
     input: u64,
     output: u64,
+    len: usize,
 }
 
-impl Mapped {
+impl DeviceRows {
     /// # Safety
-    /// `input` and `output` are the device's addresses of the very slices
-    /// given with this to [`Engine::run`].
-    pub unsafe fn new(input: u64, output: u64) -> Mapped {
-        Mapped { input, output }
+    /// `input` and `output` are device addresses of `len` f32s each, the one
+    /// for the kernels to read and the other to write, valid until the
+    /// engine given these returns.
+    pub unsafe fn new(input: u64, output: u64, len: usize) -> DeviceRows {
+        DeviceRows { input, output, len }
     }
 }
 
@@ -120,28 +123,37 @@ impl Engine {
         })
     }
 
+    /// Whether this engine's kernels run on a CUDA device.
+    pub fn is_cuda(&self) -> bool {
+        matches!(self, Engine::Cuda(_))
+    }
+
     /// One frame of this worker's work: reads its rows `input` (`cols` wide)
-    /// and writes their next state to `output`. A GPU worker whose rows are
-    /// `mapped` works on them where they lie; otherwise it copies them to the
-    /// device and back.
+    /// and writes their next state to `output`. A CUDA engine copies them to
+    /// the device and back.
     pub fn run(
         &mut self,
         workload: Workload,
         cols: usize,
         input: &[f32],
         output: &mut [f32],
-        mapped: Option<Mapped>,
     ) -> Result<(), BenchError> {
-        match (self, mapped) {
-            (Engine::Host(role), _) => {
+        match self {
+            Engine::Host(role) => {
                 kernel(workload, *role, cols, input, output);
                 Ok(())
             }
-            (Engine::Cuda(gpu), None) => gpu.run(workload, cols, input, output),
-            // SAFETY: the addresses are those of `input` and `output`
-            // (`Mapped::new`), which outlive the call; it returns once the
-            // kernels are done.
-            (Engine::Cuda(gpu), Some(m)) => unsafe { gpu.run_mapped(workload, cols, m.input, m.output, input.len()) },
+            Engine::Cuda(gpu) => gpu.run(workload, cols, input, output),
+        }
+    }
+
+    /// One frame of this worker's work on rows where its GPU reaches them;
+    /// returns once the kernels are done. Only a CUDA engine has a device.
+    pub fn run_on_device(&mut self, workload: Workload, cols: usize, rows: DeviceRows) -> Result<(), BenchError> {
+        match self {
+            // SAFETY: as `DeviceRows::new`'s caller guaranteed.
+            Engine::Cuda(gpu) => unsafe { gpu.run_on_device(workload, cols, rows.input, rows.output, rows.len) },
+            Engine::Host(_) => Err(BenchError::new("pipeline: a CPU thread was given device addresses", "a bug")),
         }
     }
 }
@@ -293,16 +305,20 @@ fn run_frames<'a>(
             for (i, engine) in engines.iter_mut().enumerate() {
                 let span = shape.span_of(i);
                 let offset = (span.start * std::mem::size_of::<f32>()) as u64;
-                let mapped = current.device.zip(next.device).map(|(c, n)| {
-                    // SAFETY: each half's device address is that of its
-                    // elements, so at the same offset these are the
-                    // addresses of `input` and `mine` below.
-                    unsafe { Mapped::new(c + offset, n + offset) }
-                });
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len());
                 rest = tail;
+                let on_device = current.device.zip(next.device).map(|(c, n)| {
+                    // SAFETY: each half's device address is that of its
+                    // elements, so at the same offset these are the
+                    // addresses of `input` and `mine` below, which outlive
+                    // the thread.
+                    unsafe { DeviceRows::new(c + offset, n + offset, mine.len()) }
+                });
                 let input = &current.host[span];
-                threads.push(s.spawn(move || engine.run(workload, shape.cols, input, mine, mapped)));
+                threads.push(s.spawn(move || match on_device {
+                    Some(rows) if engine.is_cuda() => engine.run_on_device(workload, shape.cols, rows),
+                    _ => engine.run(workload, shape.cols, input, mine),
+                }));
             }
             threads.into_iter().try_for_each(|t| {
                 t.join().unwrap_or_else(|_| Err(BenchError::new("pipeline: a native thread panicked", "a bug")))
@@ -311,6 +327,18 @@ fn run_frames<'a>(
         std::mem::swap(&mut current, &mut next);
     }
     Ok((started.elapsed(), current.host.to_vec()))
+}
+
+/// The bytes of `floats`.
+pub fn as_bytes(floats: &[f32]) -> &[u8] {
+    // SAFETY: any f32's bytes are valid u8s; same memory, same lifetime.
+    unsafe { std::slice::from_raw_parts(floats.as_ptr().cast(), std::mem::size_of_val(floats)) }
+}
+
+/// The bytes of `floats`, to write.
+pub fn as_bytes_mut(floats: &mut [f32]) -> &mut [u8] {
+    // SAFETY: any bytes written are a valid f32; same memory, same lifetime.
+    unsafe { std::slice::from_raw_parts_mut(floats.as_mut_ptr().cast(), std::mem::size_of_val(floats)) }
 }
 
 #[cfg(test)]
