@@ -70,7 +70,8 @@ struct FieldLayout {
 #[derive(Debug)]
 enum Element {
     Primitive(Primitive),
-    String,
+    /// `string`, or `string<=N` with its bound.
+    String(Option<usize>),
     Message(Arc<Layout>),
 }
 
@@ -156,7 +157,7 @@ fn layout(
     for f in &spec.fields {
         let element = match &f.ty.base {
             BaseType::Primitive(p) => Element::Primitive(*p),
-            BaseType::String { .. } => Element::String,
+            BaseType::String { bound } => Element::String(*bound),
             BaseType::Message { package, name } => {
                 Element::Message(layout(&format!("{package}/msg/{name}"), type_name, specs, done, path)?)
             }
@@ -342,7 +343,7 @@ fn read_field(r: &mut CdrReader<'_>, element: &Element, array: ArrayKind) -> Res
         // Bytes in one piece.
         Element::Primitive(Primitive::Byte | Primitive::Char | Primitive::UInt8) => Items::U8(r.take(count)?.to_vec()),
         Element::Primitive(p) => with_primitive!(p, many),
-        Element::String => many!(Str, String, read_string),
+        Element::String(_) => many!(Str, String, read_string),
         Element::Message(layout) => {
             let mut v = Vec::with_capacity(capacity);
             for _ in 0..count {
@@ -362,7 +363,7 @@ fn read_one(r: &mut CdrReader<'_>, element: &Element) -> Result<Value, DecodeErr
     }
     Ok(match element {
         Element::Primitive(p) => with_primitive!(p, one),
-        Element::String => Value::Str(r.read_string()?),
+        Element::String(_) => Value::Str(r.read_string()?),
         Element::Message(layout) => read_message(r, layout)?,
     })
 }
@@ -378,7 +379,7 @@ fn min_size(element: &Element) -> usize {
     match element {
         Element::Primitive(p) => with_primitive!(p, size),
         // Its length and NUL.
-        Element::String => 5,
+        Element::String(_) => 5,
         // An empty message is one byte; any other at least that.
         Element::Message(_) => 1,
     }
@@ -421,7 +422,7 @@ fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result
         // A bounded sequence longer than its bound would be refused by the
         // subscribers' deserializers: refused here, naming the bound.
         ArrayKind::Bounded(n) if given.len() > n => {
-            return Err(FieldError::new(FieldProblem::WrongLength { expected: n, got: given.len() }));
+            return Err(FieldError::new(FieldProblem::OverBound { bound: n, got: given.len(), unit: "elements" }));
         }
         _ => given.len(),
     };
@@ -439,7 +440,13 @@ fn field_from(element: &Element, array: ArrayKind, value: &FieldValue) -> Result
     }
     let items = match element {
         Element::Primitive(p) => with_primitive!(p, many),
-        Element::String => many!(Str, String, read_string),
+        Element::String(bound) => {
+            let mut v = Vec::with_capacity(count);
+            for i in 0..count {
+                v.push(string_from(item(i), *bound).map_err(|e| e.at(i))?);
+            }
+            Items::Str(v)
+        }
         Element::Message(layout) => {
             let mut v = Vec::with_capacity(count);
             for i in 0..count {
@@ -461,9 +468,22 @@ fn one_from(element: &Element, value: &FieldValue) -> Result<Value, FieldError> 
     }
     Ok(match element {
         Element::Primitive(p) => with_primitive!(p, one),
-        Element::String => one!(Str, String, read_string),
+        Element::String(bound) => Value::Str(string_from(value, *bound)?),
         Element::Message(layout) => message_from(layout, value)?,
     })
+}
+
+/// The string for a `string` field, or a `string<=bound` one: a longer one
+/// (in bytes, as subscribers' deserializers count) is refused.
+fn string_from(value: &FieldValue, bound: Option<usize>) -> Result<String, FieldError> {
+    let mut s = String::new();
+    s.set_from(value)?;
+    match bound {
+        Some(bound) if s.len() > bound => {
+            Err(FieldError::new(FieldProblem::OverBound { bound, got: s.len(), unit: "bytes" }))
+        }
+        _ => Ok(s),
+    }
 }
 
 /// Writes `value` as CDR, as the reader above reads it.
@@ -748,7 +768,8 @@ mod tests {
     }
 
     /// A `.msg` file's defaults fill the fields not named; a bounded sequence
-    /// longer than its bound is refused.
+    /// or string longer than its bound is refused, as subscribers'
+    /// deserializers would refuse it.
     #[test]
     fn defaults_of_the_msg_file_fill_the_fields_not_named() {
         let text = "uint8 a 5\nfloat64[2] b [1.5, 2.5]\nstring s \"hi\"\nint32[<=2] c\n";
@@ -758,7 +779,20 @@ mod tests {
         assert_eq!(yaml("{}"), "a: 5\nb:\n- 1.5\n- 2.5\ns: hi\nc: []\n");
         assert_eq!(yaml("{a: 7, s: null, c: [1]}"), "a: 7\nb:\n- 1.5\n- 2.5\ns: hi\nc:\n- 1\n");
         let e = ty.encode(&values("{c: [1, 2, 3]}")).unwrap_err();
-        assert_eq!(e.to_string(), "field c: expected 2 elements, got 3");
+        assert_eq!(e.to_string(), "field c: 3 elements, over the bound of 2");
+    }
+
+    #[test]
+    fn bounded_strings_are_refused_past_their_bound_in_bytes() {
+        let text = "string<=3 t\nstring<=2[] u\n";
+        let spec = freight_msg_gen::parse_str("p", "B", text, Path::new("B.msg")).unwrap();
+        let ty = DynamicType::new("p/msg/B", vec![spec]).unwrap();
+        assert!(ty.encode(&values("{t: abc, u: [ab, c]}")).is_ok());
+        let refused = |v: &str| ty.encode(&values(v)).unwrap_err().to_string();
+        assert_eq!(refused("{t: abcd}"), "field t: 4 bytes, over the bound of 3");
+        // Two characters, four bytes: the wire counts bytes.
+        assert_eq!(refused("{t: éé}"), "field t: 4 bytes, over the bound of 3");
+        assert_eq!(refused("{u: [ab, abc]}"), "field u[1]: 3 bytes, over the bound of 2");
     }
 
     /// A message without fields is the one byte ROS 2 puts on the wire.

@@ -99,6 +99,17 @@ pub enum FieldProblem {
         /// The sequence's length.
         got: usize,
     },
+    /// A bounded sequence (`T[<=N]`) or string (`string<=N`) got more than
+    /// its bound, which subscribers' deserializers would refuse.
+    #[error("{got} {unit}, over the bound of {bound}")]
+    OverBound {
+        /// The bound `N`.
+        bound: usize,
+        /// The length given.
+        got: usize,
+        /// "elements" or "bytes".
+        unit: &'static str,
+    },
 }
 
 /// A value that could not be set: which field (its path from the message),
