@@ -3,12 +3,14 @@
 //! and pass for the concurrent one), JIT-compiled by the driver when a worker
 //! starts.
 //!
-//! In every mode but `cuda-host` a worker copies its rows to the device, runs
-//! the passes there and copies the result back: the paper's CUDA-SC, the
-//! memory model its Tables 2 and 3 are measured with. In `cuda-host` its rows
-//! lie in host memory mapped for the GPU, and the passes work there with no
-//! copy: the paper's CUDA-ZC. The native program's GPU threads do the same
-//! as the row's workers, so the overhead is still the middleware's alone.
+//! In copy, intra and shm rows a worker copies its rows to the device, runs
+//! the passes there and copies the result back ([`CudaKernels::run`]): the
+//! paper's CUDA-SC, the memory model its Tables 2 and 3 are measured with.
+//! In cuda-host and cuda rows its rows lie where the device reaches them,
+//! in host memory mapped for it (the paper's CUDA-ZC) or in its own, and the
+//! passes work there with no copy ([`CudaKernels::run_on_device`]). The
+//! native program's GPU threads copy, or work in mapped memory in
+//! cuda-host rows.
 
 use std::ffi::CStr;
 
