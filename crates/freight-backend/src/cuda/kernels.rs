@@ -258,12 +258,6 @@ impl MappedHost {
         // (zeroed), and borrowed mutably through `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
     }
-
-    /// The memory, for the CPU to read; see [`MappedHost::as_mut_bytes`].
-    pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: as in `as_mut_bytes`, borrowed shared.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
-    }
 }
 
 impl Drop for MappedHost {

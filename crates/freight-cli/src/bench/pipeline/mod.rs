@@ -135,15 +135,16 @@ pub enum GpuChoice {
 
 impl GpuChoice {
     fn resolve(self) -> Result<Gpu, BenchError> {
-        let cuda = freight::backend::cuda::available();
-        match (self, cuda) {
-            (GpuChoice::StandIn, _) => Ok(Gpu::StandIn),
-            (GpuChoice::Auto | GpuChoice::Cuda, Ok(())) => Ok(Gpu::Cuda),
+        if self == GpuChoice::StandIn {
+            return Ok(Gpu::StandIn); // the driver is not even loaded
+        }
+        match (self, freight::backend::cuda::available()) {
+            (_, Ok(())) => Ok(Gpu::Cuda),
             (GpuChoice::Auto, Err(why)) => {
                 eprintln!("no CUDA ({why}): the GPU workers run their kernels on CPU threads (gpu-stand-in)");
                 Ok(Gpu::StandIn)
             }
-            (GpuChoice::Cuda, Err(why)) => {
+            (_, Err(why)) => {
                 Err(BenchError::new(format!("--gpu cuda: {why}"), "use --gpu stand-in to run without a GPU"))
             }
         }

@@ -292,13 +292,7 @@ fn work_into<M: freight::Message>(
             &copied[span]
         }
     };
-    if loan.buffer_uninit_mut(0).is_some() {
-        engine.run(workload, cols, input, loan_as_f32(loan)?)
-    } else {
-        let mut output = vec![0f32; input.len()];
-        engine.run(workload, cols, input, &mut output)?;
-        loan.write_buffer_from_host(0, 0, as_bytes(&output)).map_err(err)
-    }
+    fill(loan, input.len(), |output| engine.run(workload, cols, input, output))
 }
 
 /// Writes the one buffer of `loan` (`len` f32s) with `write`: in place
