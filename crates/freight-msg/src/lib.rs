@@ -46,6 +46,7 @@ extern crate self as freight_msg;
 pub mod buffer;
 pub mod cdr;
 pub mod fields;
+pub mod generic;
 mod macros;
 pub mod message;
 pub mod msgs;

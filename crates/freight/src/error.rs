@@ -301,6 +301,16 @@ pub enum PublishError {
     /// The message could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// The small fields given for a generic message do not follow its type
+    /// (or name buffers it does not have), or the message is of another type
+    /// than the publisher's.
+    #[error("not a {type_name}: {reason}")]
+    Fields {
+        /// The publisher's type.
+        type_name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// A backend could not describe a buffer for the subscribers.
     #[error(transparent)]
     Export(#[from] ExportError),

@@ -151,6 +151,34 @@ pub(crate) struct EntryRef<'a> {
     pub alt: Option<(BackendKind, &'a [u8])>,
 }
 
+/// What a frame (and the network) needs of a message: its buffers and its
+/// CDR, for a typed message ([`Typed`]) and a generic one alike.
+pub(crate) trait Outgoing {
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer));
+    fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError>;
+}
+
+/// A message of a Rust type.
+pub(crate) struct Typed<'a, M>(pub &'a M);
+
+impl<M: freight_msg::Message> Outgoing for Typed<'_, M> {
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer)) {
+        self.0.visit_buffers(f)
+    }
+    fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
+        self.0.write(w, bufs)
+    }
+}
+
+impl Outgoing for freight_msg::generic::GenericMessage {
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer)) {
+        self.buffers().iter().for_each(f)
+    }
+    fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
+        freight_msg::generic::GenericMessage::write(self, w, bufs)
+    }
+}
+
 /// Writes buffer fields as their ordinal in the table; the table itself is
 /// prepared by the publisher in the same (field) order.
 pub(crate) struct OrdinalEncoder {
@@ -168,8 +196,8 @@ impl BufferEncoder for OrdinalEncoder {
 /// Encodes the meta region (small fields, then the table) into `meta`, which
 /// is cleared first; `scratch` holds the small fields on the way. Both are
 /// reused from message to message, so encoding allocates nothing once warm.
-pub(crate) fn encode_meta<M: freight_msg::Message>(
-    msg: &M,
+pub(crate) fn encode_meta<O: Outgoing>(
+    msg: &O,
     entries: &[Entry],
     meta: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
@@ -429,8 +457,13 @@ mod tests {
             alt: Some((BackendKind::Shm, Descriptor::new(vec![9; 16]).unwrap())),
         }];
         let (mut meta, mut scratch) = (Vec::new(), Vec::new());
-        encode_meta(&Image { encoding: "bgra8".into(), ..Default::default() }, &entries, &mut meta, &mut scratch)
-            .unwrap();
+        encode_meta(
+            &Typed(&Image { encoding: "bgra8".into(), ..Default::default() }),
+            &entries,
+            &mut meta,
+            &mut scratch,
+        )
+        .unwrap();
         let mut f = vec![0u8; HEADER_LEN + meta.len()];
         Header {
             type_hash: 7,

@@ -43,6 +43,7 @@ mod error;
 mod executor;
 mod fd_limit;
 mod frame;
+pub mod generic;
 pub mod graph;
 mod limits;
 mod loan;

@@ -16,7 +16,7 @@ use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeErro
 
 use crate::delivery::{serialize, Exported, FrameMut, FullQueues, Lent, MessageType, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
-use crate::frame::{encode_meta, Entry};
+use crate::frame::{encode_meta, Entry, Outgoing, Typed};
 use crate::loan::{Loan, LoanUninit};
 use crate::negotiation::is_device_pool;
 use crate::node::Node;
@@ -173,96 +173,27 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
-        let (msg, Lent { frame, buffers, route, device_readers, .. }) = loan.into_parts()?;
-        let mut ordinal = 0usize;
-        let mut foreign = None;
-        msg.visit_buffers(&mut |raw| {
-            if raw.as_loan_slot() != Some(ordinal as u32) {
-                foreign.get_or_insert(ordinal);
-            }
-            ordinal += 1;
-        });
-        if let Some(ordinal) = foreign {
-            return Err(PublishError::BufferNotFromLoan { ordinal });
-        }
+        let (msg, Lent { frame, buffers, route, device_readers, kind }) = loan.into_parts()?;
+        check_slots(&Typed(&msg))?;
         let sender = &self.sender;
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them. A spilled loan goes over DDS only.
         let to_network = route == Route::Spill || sender.to_network();
-        let mut frame = match frame {
+        let frame = match frame {
             FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
                 return sender.hand_over(msg, bytes, &buffers);
             }
             frame => frame,
         };
-        // A heap frame moves to shared memory when a subscriber in another
-        // process came since the loan; should it find no room there, it
-        // spills, and needs its CDR too.
-        let may_spill = route == Route::Intra && sender.can_spill() && sender.route() == Route::Shm;
-        let Exported { entries, device_readers, mut holds, views } =
-            sender.export(&mut frame, buffers, route, device_readers, to_network || may_spill)?;
-        if route == Route::Spill {
-            // SAFETY: the views are the exported loan's, in `frame`, which
-            // goes back to the publisher's pool only after.
-            let cdr = unsafe { encode_from(&msg, &views) };
-            sender.recycle(frame);
-            return sender.spill(cdr?);
-        }
-        with_meta(&msg, &entries, |meta| {
-            if meta.len() > sender.meta_reserve {
-                return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: sender.meta_reserve });
-            }
-            sender.write_header_and_meta(M::TYPE_HASH, meta, entries.len(), &mut frame);
-            Ok(())
-        })?;
-        let device: Vec<Entry> = entries.into_iter().filter(|e| is_device_pool(e.kind)).collect();
-        // Serialized before the frame goes (it holds the bytes), written after
-        // local delivery so local subscribers do not wait for the network.
-        // SAFETY: the views are the exported loan's, in `frame` (alive until
-        // `deliver` below) or in a host copy it holds.
-        let cdr = (to_network || may_spill).then(|| unsafe { encode_from(&msg, &views) });
-        match (sender.rerouted(frame), cdr) {
-            (Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })), Some(cdr)) if may_spill => sender.spill(cdr?),
-            (rerouted, cdr) => {
-                let delivered = rerouted.and_then(|frame| sender.deliver(frame, &device, &device_readers));
-                if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
-                    // The frame went out: its readers give the holds back
-                    // (`deliver` already did for those it missed).
-                    holds.exported.clear();
-                }
-                if let Some(cdr) = cdr.filter(|_| to_network) {
-                    sender.send_network(cdr?)?;
-                }
-                delivered
-            }
-        }
+        let lent = Lent { frame, buffers, route, device_readers, kind };
+        send_lent(sender, M::TYPE_HASH, &Typed(&msg), lent, to_network)
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once
     /// into the frame (shared memory, or heap for in-process subscribers). A
     /// message `/dev/shm` has no room for goes over DDS, as a spilled loan does.
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
-        let sender = &self.sender;
-        let route = sender.route();
-        let mut sources: Vec<&RawBuffer> = Vec::new();
-        msg.visit_buffers(&mut |raw| sources.push(raw));
-        let meta_len = with_meta(msg, &sender.placeholder_entries(route, sources.len()), |meta| Ok(meta.len()))?;
-        let (mut frame, entries) = match sender.copy_in(route, meta_len, &sources) {
-            Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })) if sender.can_spill() => {
-                return sender.spill(serialize(|w| msg.write(w, &mut InlineBuffers))?);
-            }
-            copied => copied?,
-        };
-        with_meta(msg, &entries, |meta| {
-            debug_assert_eq!(meta.len(), meta_len);
-            sender.write_header_and_meta(M::TYPE_HASH, meta, entries.len(), &mut frame);
-            Ok(())
-        })?;
-        let delivered = sender.deliver(frame, &[], &[]);
-        if sender.to_network() {
-            sender.send_network(serialize(|w| msg.write(w, &mut InlineBuffers))?)?;
-        }
-        delivered
+        send_copy(&self.sender, M::TYPE_HASH, &Typed(msg))
     }
 
     /// Messages this publisher sent over DDS because `/dev/shm` had no room
@@ -291,13 +222,107 @@ impl<M: Message> Publisher<M> {
     }
 }
 
+/// Fails unless each buffer of `msg` is its loan's slot, in order: a
+/// message's buffers replaced by others cannot be published as the loan.
+pub(crate) fn check_slots<O: Outgoing>(msg: &O) -> Result<(), PublishError> {
+    let mut ordinal = 0usize;
+    let mut foreign = None;
+    msg.visit_buffers(&mut |raw| {
+        if raw.as_loan_slot() != Some(ordinal as u32) {
+            foreign.get_or_insert(ordinal);
+        }
+        ordinal += 1;
+    });
+    match foreign {
+        Some(ordinal) => Err(PublishError::BufferNotFromLoan { ordinal }),
+        None => Ok(()),
+    }
+}
+
+/// Sends a written loan whose buffers are `msg`'s slots, in a frame (the
+/// in-process hand-over, which needs the Rust type, was not taken).
+pub(crate) fn send_lent<O: Outgoing>(
+    sender: &Sender,
+    type_hash: u64,
+    msg: &O,
+    lent: Lent,
+    to_network: bool,
+) -> Result<(), PublishError> {
+    let Lent { mut frame, buffers, route, device_readers, .. } = lent;
+    // A heap frame moves to shared memory when a subscriber in another
+    // process came since the loan; should it find no room there, it
+    // spills, and needs its CDR too.
+    let may_spill = route == Route::Intra && sender.can_spill() && sender.route() == Route::Shm;
+    let Exported { entries, device_readers, mut holds, views } =
+        sender.export(&mut frame, buffers, route, device_readers, to_network || may_spill)?;
+    if route == Route::Spill {
+        // SAFETY: the views are the exported loan's, in `frame`, which
+        // goes back to the publisher's pool only after.
+        let cdr = unsafe { encode_from(msg, &views) };
+        sender.recycle(frame);
+        return sender.spill(cdr?);
+    }
+    with_meta(msg, &entries, |meta| {
+        if meta.len() > sender.meta_reserve {
+            return Err(PublishError::MetaTooLarge { needed: meta.len(), reserved: sender.meta_reserve });
+        }
+        sender.write_header_and_meta(type_hash, meta, entries.len(), &mut frame);
+        Ok(())
+    })?;
+    let device: Vec<Entry> = entries.into_iter().filter(|e| is_device_pool(e.kind)).collect();
+    // Serialized before the frame goes (it holds the bytes), written after
+    // local delivery so local subscribers do not wait for the network.
+    // SAFETY: the views are the exported loan's, in `frame` (alive until
+    // `deliver` below) or in a host copy it holds.
+    let cdr = (to_network || may_spill).then(|| unsafe { encode_from(msg, &views) });
+    match (sender.rerouted(frame), cdr) {
+        (Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })), Some(cdr)) if may_spill => sender.spill(cdr?),
+        (rerouted, cdr) => {
+            let delivered = rerouted.and_then(|frame| sender.deliver(frame, &device, &device_readers));
+            if matches!(delivered, Ok(()) | Err(PublishError::QueueFull { .. })) {
+                // The frame went out: its readers give the holds back
+                // (`deliver` already did for those it missed).
+                holds.exported.clear();
+            }
+            if let Some(cdr) = cdr.filter(|_| to_network) {
+                sender.send_network(cdr?)?;
+            }
+            delivered
+        }
+    }
+}
+
+/// Sends `msg`, its buffers copied once into a frame.
+pub(crate) fn send_copy<O: Outgoing>(sender: &Sender, type_hash: u64, msg: &O) -> Result<(), PublishError> {
+    let route = sender.route();
+    let mut sources: Vec<&RawBuffer> = Vec::new();
+    msg.visit_buffers(&mut |raw| sources.push(raw));
+    let meta_len = with_meta(msg, &sender.placeholder_entries(route, sources.len()), |meta| Ok(meta.len()))?;
+    let (mut frame, entries) = match sender.copy_in(route, meta_len, &sources) {
+        Err(PublishError::Loan(LoanError::SharedMemoryFull { .. })) if sender.can_spill() => {
+            return sender.spill(serialize(|w| msg.write(w, &mut InlineBuffers))?);
+        }
+        copied => copied?,
+    };
+    with_meta(msg, &entries, |meta| {
+        debug_assert_eq!(meta.len(), meta_len);
+        sender.write_header_and_meta(type_hash, meta, entries.len(), &mut frame);
+        Ok(())
+    })?;
+    let delivered = sender.deliver(frame, &[], &[]);
+    if sender.to_network() {
+        sender.send_network(serialize(|w| msg.write(w, &mut InlineBuffers))?)?;
+    }
+    delivered
+}
+
 /// A published loan's message as CDR, its buffers read where `views` says
 /// the frame (or a host copy) holds them.
 ///
 /// # Safety
 /// Each view must be readable memory that the loan wrote (its frame or host
 /// copy, kept alive by the caller until this returns).
-unsafe fn encode_from<M: Message>(msg: &M, views: &[Option<(*const u8, usize)>]) -> Result<Vec<u8>, PublishError> {
+unsafe fn encode_from<O: Outgoing>(msg: &O, views: &[Option<(*const u8, usize)>]) -> Result<Vec<u8>, PublishError> {
     // SAFETY: as the caller promises.
     let slices: Vec<Option<&[u8]>> =
         views.iter().map(|v| v.map(|(ptr, len)| unsafe { std::slice::from_raw_parts(ptr, len) })).collect();
@@ -319,8 +344,8 @@ impl BufferEncoder for LoanViews<'_> {
 }
 
 /// Encodes the meta region in this thread's scratch buffers and hands it to `f`.
-fn with_meta<M: Message, R>(
-    msg: &M,
+fn with_meta<O: Outgoing, R>(
+    msg: &O,
     entries: &[Entry],
     f: impl FnOnce(&[u8]) -> Result<R, PublishError>,
 ) -> Result<R, PublishError> {

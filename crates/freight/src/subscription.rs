@@ -191,29 +191,39 @@ impl<M: Message> Subscription<M> {
     /// OS or busy-polling, as the subscription's [`WaitMode`] says). `Ok(None)`
     /// when none came in time.
     pub fn take(&self, timeout: Duration) -> Result<Option<Sample<M>>, TakeError> {
-        let deadline = Instant::now() + timeout;
-        let mut polls = 0u32;
-        loop {
-            if let Some(s) = self.try_take()? {
-                return Ok(Some(s));
+        take_within(&self.inner, timeout, || self.try_take())
+    }
+}
+
+/// Calls `try_take` until it gives a message or `timeout` passes, waiting
+/// between calls as the receiver's [`WaitMode`] says.
+pub(crate) fn take_within<T>(
+    inner: &Receiver,
+    timeout: Duration,
+    mut try_take: impl FnMut() -> Result<Option<T>, TakeError>,
+) -> Result<Option<T>, TakeError> {
+    let deadline = Instant::now() + timeout;
+    let mut polls = 0u32;
+    loop {
+        if let Some(s) = try_take()? {
+            return Ok(Some(s));
+        }
+        match inner.wait_mode() {
+            WaitMode::Spin => {
+                std::hint::spin_loop();
+                // Reading the clock costs as much as a poll: look at it
+                // only now and then, the deadline is not that precise.
+                polls = polls.wrapping_add(1);
+                if polls.is_multiple_of(SPIN_POLLS_PER_CLOCK_READ) && Instant::now() >= deadline {
+                    return Ok(None);
+                }
             }
-            match self.inner.wait_mode() {
-                WaitMode::Spin => {
-                    std::hint::spin_loop();
-                    // Reading the clock costs as much as a poll: look at it
-                    // only now and then, the deadline is not that precise.
-                    polls = polls.wrapping_add(1);
-                    if polls.is_multiple_of(SPIN_POLLS_PER_CLOCK_READ) && Instant::now() >= deadline {
-                        return Ok(None);
-                    }
+            WaitMode::Block => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
                 }
-                WaitMode::Block => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
-                    }
-                    self.inner.wait_for_wakeup(left)?
-                }
+                inner.wait_for_wakeup(left)?
             }
         }
     }

@@ -9,6 +9,7 @@ use iceoryx2::prelude::*;
 use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
 use crate::error::{ShmError, WaitError};
+use crate::generic::GenericSubscription;
 use crate::service::{Client, ServiceServer};
 use crate::subscription::Subscription;
 use crate::topic::Ipc;
@@ -52,6 +53,13 @@ impl<'a> WaitSet<'a> {
 
     /// Adds a subscription; returns its index in [`WaitOutcome::Ready`].
     pub fn add<M: Message>(&mut self, sub: &'a Subscription<M>) -> usize {
+        self.subs.push(&sub.inner);
+        self.subs.len() - 1
+    }
+
+    /// Adds a generic subscription; returns its index in
+    /// [`WaitOutcome::Ready`] (ready: a message to take).
+    pub fn add_generic(&mut self, sub: &'a GenericSubscription) -> usize {
         self.subs.push(&sub.inner);
         self.subs.len() - 1
     }

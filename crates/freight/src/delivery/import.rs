@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use freight_backend::{BufferStorage, Frame};
-use freight_msg::{BackendKind, Message, RawBuffer};
+use freight_msg::{BackendKind, BufferDecoder, DecodeError, Message, RawBuffer};
 
 use super::receiver::device_name;
 use super::Receiver;
@@ -19,14 +19,23 @@ use crate::sample::{MessageInfo, Sample, Transport};
 /// subscription takes (as the small-field decoder reaches it), decodes the
 /// small fields.
 pub(crate) fn decode<M: Message>(sub: &Receiver, frame: Frame, transport: Transport) -> Result<Sample<M>, TakeError> {
+    let (msg, info) = decode_frame(sub, frame, transport, (M::TYPE_NAME, M::TYPE_HASH), M::from_cdr_with)?;
+    Ok(Sample { msg, info })
+}
+
+/// As [`decode`], for a message of type `ty` (name, hash) that `read` reads
+/// from its small fields.
+pub(crate) fn decode_frame<T>(
+    sub: &Receiver,
+    frame: Frame,
+    transport: Transport,
+    ty: (&'static str, u64),
+    read: impl FnOnce(&[u8], &mut dyn BufferDecoder) -> Result<T, DecodeError>,
+) -> Result<(T, MessageInfo), TakeError> {
     let bytes = frame.bytes();
     let header = Header::read(bytes)?;
-    if header.type_hash != M::TYPE_HASH {
-        return Err(TakeError::WrongType {
-            expected: M::TYPE_NAME,
-            expected_hash: M::TYPE_HASH,
-            found: header.type_hash,
-        });
+    if header.type_hash != ty.1 {
+        return Err(TakeError::WrongType { expected: ty.0, expected_hash: ty.1, found: header.type_hash });
     }
     let meta = decode_meta(bytes, &header)?;
     let mut first_backend = None;
@@ -47,7 +56,7 @@ pub(crate) fn decode<M: Message>(sub: &Receiver, frame: Frame, transport: Transp
         },
         table_error: None,
     };
-    let decoded = M::from_cdr_with(meta.small, &mut decoder);
+    let decoded = read(meta.small, &mut decoder);
     let (unread, table_error) = (decoder.table, decoder.table_error);
     let unread_count = unread.remaining();
     sub.unread.release(unread, header.device);
@@ -72,11 +81,21 @@ pub(crate) fn decode<M: Message>(sub: &Receiver, frame: Frame, transport: Transp
         transport,
         backend: first_backend.unwrap_or(BackendKind::Cpu),
     };
-    Ok(Sample { msg, info })
+    Ok((msg, info))
 }
 
 /// Reads a message that came over DDS: plain CDR, buffers viewing the sample.
 pub(crate) fn decode_cdr<M: Message>(sub: &Receiver, sample: freight_dds::ReceivedCdr) -> Result<Sample<M>, TakeError> {
+    let (msg, info) = decode_network(sub, sample, M::from_cdr_with)?;
+    Ok(Sample { msg, info })
+}
+
+/// As [`decode_cdr`], for a message that `read` reads.
+pub(crate) fn decode_network<T>(
+    sub: &Receiver,
+    sample: freight_dds::ReceivedCdr,
+    read: impl FnOnce(&[u8], &mut dyn BufferDecoder) -> Result<T, DecodeError>,
+) -> Result<(T, MessageInfo), TakeError> {
     let sample = Arc::new(sample);
     let info = MessageInfo {
         publisher_id: sample.publication_handle(),
@@ -85,8 +104,7 @@ pub(crate) fn decode_cdr<M: Message>(sub: &Receiver, sample: freight_dds::Receiv
         transport: Transport::Network,
         backend: BackendKind::Cpu,
     };
-    let msg =
-        M::from_cdr_with(sample.bytes(), &mut ReceivedBuffers(sample.clone())).map_err(TakeError::MalformedCdr)?;
+    let msg = read(sample.bytes(), &mut ReceivedBuffers(sample.clone())).map_err(TakeError::MalformedCdr)?;
     if let Some(wanted) = sub.accepts.iter().find(|k| !matches!(k, BackendKind::Cpu | BackendKind::Shm)) {
         sub.note_fallback(info.publisher_id, || {
             format!(
@@ -95,7 +113,7 @@ pub(crate) fn decode_cdr<M: Message>(sub: &Receiver, sample: freight_dds::Receiv
             )
         });
     }
-    Ok(Sample { msg, info })
+    Ok((msg, info))
 }
 
 /// Imports one buffer, in the memory [`negotiate`] picks: the publisher's if

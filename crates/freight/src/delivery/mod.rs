@@ -51,7 +51,7 @@ mod spill;
 mod unattached;
 mod ways_out;
 
-pub(crate) use import::{decode, decode_cdr};
+pub(crate) use import::{decode, decode_cdr, decode_frame, decode_network};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
 pub(crate) use ways_out::serialize;

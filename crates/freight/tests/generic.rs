@@ -1,0 +1,324 @@
+//! Generic endpoints (a type known at run time, as the C ABI makes them for
+//! a user's C++ types) against typed ones of the same definition: in one
+//! process, across processes through shared memory, and across "hosts" over
+//! DDS, where the generic side writes and reads the wire's CDR by its layout.
+//!
+//! Children are this test binary re-run on the test's own name with
+//! `FREIGHT_GENERIC_ROLE=<role>`; they report on stdout in lines marked
+//! `#gen# ` and end when their stdin closes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use freight::generic::{
+    ElementInfo, FieldKind, GenericMessage, GenericPublisher, GenericSubscription, Item, MessageLayout, Number,
+    StructLayout,
+};
+use freight::msgs::sensor_msgs::Image;
+use freight::msgs::std_msgs::Header;
+use freight::{
+    Buffer, Context, DdsConfig, LoanError, Message, Node, PublishError, PublisherOptions, SubscriptionOptions,
+    Transport,
+};
+use freight_msg::message::InlineBuffers;
+use freight_msg::CdrWriter;
+use freight_testkit::{other_host_available, OTHER_HOST_MOUNTS};
+
+const T: Duration = Duration::from_secs(10);
+const ROLE: &str = "FREIGHT_GENERIC_ROLE";
+const TOPIC: &str = "FREIGHT_GENERIC_TOPIC";
+const DOMAIN: &str = "FREIGHT_GENERIC_DOMAIN";
+const MARK: &str = "#gen# ";
+
+/// `sensor_msgs/msg/Image` as a layout, as the C ABI builds it from the `.msg` text.
+fn image_layout() -> Arc<MessageLayout> {
+    let four = || FieldKind::Single(Item::Number(Number::Four));
+    let time = Arc::new(StructLayout::new(vec![four(), four()]));
+    let header =
+        Arc::new(StructLayout::new(vec![FieldKind::Single(Item::Message(time)), FieldKind::Single(Item::String)]));
+    Arc::new(MessageLayout::new(
+        Image::TYPE_NAME,
+        Image::TYPE_HASH,
+        StructLayout::new(vec![
+            FieldKind::Single(Item::Message(header)),
+            four(),
+            four(),
+            FieldKind::Single(Item::String),
+            FieldKind::Single(Item::Number(Number::One)),
+            four(),
+            FieldKind::Buffer(ElementInfo::of::<u8>()),
+        ]),
+    ))
+}
+
+fn image(n: u32, len: usize) -> Image {
+    Image {
+        header: Header { frame_id: format!("frame-{n}"), ..Default::default() },
+        width: n,
+        height: 1,
+        encoding: "mono8".into(),
+        is_bigendian: 0,
+        step: n,
+        data: Buffer::from((0..len).map(|i| (i as u32 ^ n) as u8).collect::<Vec<_>>()),
+    }
+}
+
+/// The small fields of `image(n, _)` with its buffer as ordinal 0.
+fn image_fields(n: u32) -> Vec<u8> {
+    let mut w = CdrWriter::new();
+    freight_msg::CdrField::write(&Image { data: Buffer::default(), ..image(n, 0) }, &mut w, &mut Ordinal).unwrap();
+    w.finish()
+}
+
+struct Ordinal;
+
+impl freight_msg::BufferEncoder for Ordinal {
+    fn write_buffer(
+        &mut self,
+        w: &mut CdrWriter,
+        _: &freight_msg::RawBuffer,
+        _: ElementInfo,
+    ) -> Result<(), freight_msg::EncodeError> {
+        w.write_u32(0);
+        Ok(())
+    }
+}
+
+/// Publishes `image(n, len)` from a loan of `publisher`.
+fn publish_loaned(publisher: &GenericPublisher, n: u32, len: usize) {
+    let mut loan = publisher.loan_buffers(&[len]).unwrap();
+    loan.write_buffer_from_host(0, 0, image(n, len).data.as_bytes().unwrap()).unwrap();
+    // SAFETY: the one buffer was written whole.
+    publisher.publish(unsafe { loan.assume_init() }, image_fields(n)).unwrap();
+}
+
+/// Takes the next message from `sub` and checks it is `image(n, len)`, sent
+/// by `transport`.
+fn expect_image(sub: &GenericSubscription, n: u32, len: usize, transport: Transport) {
+    let sample = sub.take(T).unwrap().unwrap_or_else(|| panic!("image {n} never came"));
+    assert_eq!(sample.info.transport, transport);
+    let typed = Image::from_cdr_with(&sample.to_cdr().unwrap(), &mut InlineBuffers).unwrap();
+    assert_eq!(typed, image(n, len));
+}
+
+fn node(name: &str) -> Node {
+    Context::new().unwrap().create_node(name).unwrap()
+}
+
+fn topic(name: &str) -> String {
+    format!("/generic_{}_{name}", std::process::id())
+}
+
+/// This run's DDS domain (children inherit it): 230..=232 (232 is the last whose ports fit).
+fn domain() -> u32 {
+    std::env::var(DOMAIN).ok().and_then(|d| d.parse().ok()).unwrap_or(230 + std::process::id() % 3)
+}
+
+fn network_node(name: &str) -> Node {
+    let ctx = Context::builder().domain_id(domain()).dds_config(DdsConfig::loopback()).create().expect("context");
+    ctx.create_node(name).expect("node")
+}
+
+#[test]
+fn generic_and_typed_endpoints_meet_in_one_process() {
+    let node = node("generic_in_process");
+    let t = topic("in_process");
+    let layout = image_layout();
+    let generic_pub = node.create_generic_publisher(&t, layout.clone(), 5, PublisherOptions::default()).unwrap();
+    let generic_sub = node.create_generic_subscription(&t, layout.clone(), 5, SubscriptionOptions::default()).unwrap();
+    let typed_pub = node.create_publisher::<Image>(&t, 5).unwrap();
+    let typed_sub = node.create_subscription::<Image>(&t, 5).unwrap();
+
+    publish_loaned(&generic_pub, 1, 4096);
+    assert_eq!(*typed_sub.take(T).unwrap().expect("typed subscription"), image(1, 4096));
+    expect_image(&generic_sub, 1, 4096, Transport::Intra);
+
+    typed_pub.publish_copy(&image(2, 100)).unwrap();
+    expect_image(&generic_sub, 2, 100, Transport::Intra);
+    assert_eq!(*typed_sub.take(T).unwrap().unwrap(), image(2, 100));
+
+    let copy = GenericMessage::new(layout, image_fields(3), vec![image(3, 10).data.raw().clone()]).unwrap();
+    generic_pub.publish_copy(&copy).unwrap();
+    assert_eq!(*typed_sub.take(T).unwrap().unwrap(), image(3, 10));
+    expect_image(&generic_sub, 3, 10, Transport::Intra);
+
+    // Refused: a loan of the wrong shape, fields that name no buffer, a
+    // message of another type.
+    assert!(matches!(generic_pub.loan_buffers(&[1, 2]), Err(LoanError::BufferCount { expected: 1, given: 2, .. })));
+    let loan = generic_pub.loan_buffers(&[8]).unwrap();
+    let mut no_buffer = image_fields(4);
+    no_buffer.truncate(no_buffer.len() - 4);
+    // SAFETY: never published: the fields are refused first.
+    let e = generic_pub.publish(unsafe { loan.assume_init() }, no_buffer).unwrap_err();
+    assert!(matches!(e, PublishError::Fields { .. }), "{e}");
+    let other = Arc::new(MessageLayout::new("my_msgs/msg/Other", 7, StructLayout::new(vec![])));
+    let mut w = CdrWriter::new();
+    w.write_u8(0);
+    let e = generic_pub.publish_copy(&GenericMessage::new(other, w.finish(), vec![]).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("my_msgs/msg/Other"), "{e}");
+    assert!(typed_sub.try_take().unwrap().is_none(), "a refused message was delivered");
+}
+
+// ---------------------------------------------------------------------------
+// Children
+// ---------------------------------------------------------------------------
+
+/// A child process whose marked stdout lines arrive on a channel; dropping it
+/// closes its stdin, then kills it.
+struct Peer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Peer {
+    fn spawn(test: &str, role: &str, topic: &str, mounts: Option<&str>) -> Peer {
+        let exe = std::env::current_exe().expect("test binary");
+        let mut cmd = match mounts {
+            Some(script) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "sh", "-c", script]).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .env(TOPIC, topic)
+            .env(DOMAIN, domain().to_string());
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn peer");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some((_, l)) = line.split_once(MARK) {
+                    if tx.send(l.to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    fn expect(&self, prefix: &str) -> String {
+        match self.lines.recv_timeout(T) {
+            Ok(line) if line.starts_with(prefix) => line,
+            other => panic!("peer said {other:?}, not a line starting with {prefix:?}"),
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the child role if this process is a child; true if it was.
+///
+/// - `typed_pub`, `network_typed_pub`: once a subscription matched, publishes
+///   `image(1..=3, 1 MiB)` as typed messages, one per line `SENT n`.
+/// - `network_typed_sub`: takes three images and prints `GOT n OK` for each
+///   that is `image(n, 1 MiB)`.
+fn child() -> bool {
+    let Ok(role) = std::env::var(ROLE) else { return false };
+    let t = std::env::var(TOPIC).expect("the topic");
+    let (done_tx, done) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = done_tx.send(());
+    });
+    match role.as_str() {
+        "typed_pub" | "network_typed_pub" => {
+            let node = if role == "typed_pub" { node("gen_child") } else { network_node("gen_child") };
+            let publisher = node.create_publisher::<Image>(&t, 5).expect("publisher");
+            let deadline = Instant::now() + T;
+            while publisher.subscription_count() + publisher.network_subscription_count() == 0 {
+                assert!(Instant::now() < deadline, "no subscription matched");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // DDS matches both ways before a reliable reader has the first sample.
+            std::thread::sleep(Duration::from_millis(300));
+            for n in 1..=3 {
+                publisher.publish_copy(&image(n, 1 << 20)).expect("publish");
+                println!("{MARK}SENT {n}");
+            }
+        }
+        "network_typed_sub" => {
+            let node = network_node("gen_child");
+            let sub = node.create_subscription::<Image>(&t, 5).expect("subscription");
+            println!("{MARK}READY");
+            for _ in 1..=3 {
+                let image_n = sub.take(T).expect("take").expect("an image");
+                let n = image_n.width;
+                let ok = *image_n == image(n, 1 << 20) && image_n.info().transport == Transport::Network;
+                println!("{MARK}GOT {n} {}", if ok { "OK" } else { "WRONG" });
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+    let _ = done.recv_timeout(T);
+    true
+}
+
+#[test]
+fn a_generic_subscription_takes_typed_frames_from_another_process() {
+    const TEST: &str = "a_generic_subscription_takes_typed_frames_from_another_process";
+    if child() {
+        return;
+    }
+    let t = topic("processes");
+    let node = node("generic_parent");
+    let sub = node.create_generic_subscription(&t, image_layout(), 5, SubscriptionOptions::default()).unwrap();
+    let peer = Peer::spawn(TEST, "typed_pub", &t, None);
+    for n in 1..=3 {
+        peer.expect(&format!("SENT {n}"));
+        expect_image(&sub, n, 1 << 20, Transport::Shm);
+    }
+}
+
+#[test]
+fn generic_endpoints_speak_the_wire_cdr_to_another_host() {
+    const TEST: &str = "generic_endpoints_speak_the_wire_cdr_to_another_host";
+    if child() || !other_host_available(TEST) {
+        return;
+    }
+    let node = network_node("generic_parent");
+
+    // Typed CDR from the other host, read by the layout.
+    let t = topic("network_in");
+    let sub = node.create_generic_subscription(&t, image_layout(), 5, SubscriptionOptions::default()).unwrap();
+    let peer = Peer::spawn(TEST, "network_typed_pub", &t, Some(OTHER_HOST_MOUNTS));
+    for n in 1..=3 {
+        peer.expect(&format!("SENT {n}"));
+        expect_image(&sub, n, 1 << 20, Transport::Network);
+    }
+    drop(peer);
+
+    // A generic message written as the wire's CDR for a typed reader there.
+    let t = topic("network_out");
+    let publisher = node.create_generic_publisher(&t, image_layout(), 5, PublisherOptions::default()).unwrap();
+    let peer = Peer::spawn(TEST, "network_typed_sub", &t, Some(OTHER_HOST_MOUNTS));
+    peer.expect("READY");
+    let deadline = Instant::now() + T;
+    while publisher.network_subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "the other host's subscription never matched");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for n in 1..=3 {
+        publish_loaned(&publisher, n, 1 << 20);
+        assert_eq!(peer.expect("GOT"), format!("GOT {n} OK"));
+    }
+}
