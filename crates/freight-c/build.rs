@@ -17,4 +17,11 @@ fn main() {
     if let Err(e) = built_ins.generate_service_list(out.join("built_in_services.rs"), "dispatch") {
         panic!("listing the built-in services from the workspace's interfaces/: {e}");
     }
+    // The Rust types of the generator's test package, which the tests meet
+    // from C++ as a user's own package (tests/user_types.rs).
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let test_pkg = manifest.join("../freight-msg-gen/tests/msgs/freight_test_msgs");
+    if let Err(e) = freight_msg_gen::Builder::new().package_dir(&test_pkg).generate(out.join("freight_test_msgs.rs")) {
+        panic!("generating the test package {}: {e}", test_pkg.display());
+    }
 }

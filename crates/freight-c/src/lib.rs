@@ -18,7 +18,8 @@
 //!   as its ordinal (a `u32`), plus its buffers as memory ranges: what the
 //!   generated C++ types of `freight/msgs/` write and read. Endpoints are of
 //!   the built-in message types, named as ROS 2 names them
-//!   (`"sensor_msgs/msg/Image"`).
+//!   (`"sensor_msgs/msg/Image"`), or of a type registered with its
+//!   definition first ([`freight_type_register`]: a user's own `.msg`).
 //!
 //! ```
 //! use freight_c::*;
@@ -41,6 +42,7 @@ mod qos;
 mod service;
 mod subscription;
 mod types;
+mod user_types;
 
 pub use context::{
     freight_context_create, freight_context_create_with, freight_context_destroy, freight_context_domain_id,
@@ -78,3 +80,4 @@ pub use subscription::{
     FREIGHT_WAIT_SPIN,
 };
 pub use types::FreightSampleBuffer;
+pub use user_types::freight_type_register;

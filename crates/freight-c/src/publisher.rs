@@ -118,7 +118,7 @@ pub unsafe extern "C" fn freight_publisher_create_with_backend(
         let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
         let backend = backend_arg(unsafe { str_arg(backend, "the backend") }?)?;
         let options = freight::PublisherOptions { backend, ..Default::default() };
-        let publisher = (maker.publisher)(node.node(), topic, qos, options)?;
+        let publisher = maker.publisher(node.node(), topic, qos, options)?;
         unsafe { hand_out(out, FreightPublisher(publisher)) }
     })
 }

@@ -135,7 +135,7 @@ pub(crate) unsafe fn make_subscription<'a>(
     // SAFETY (both): as the caller promised.
     let (node, maker, topic, qos) = unsafe { endpoint_args(node, type_name, topic, qos) }?;
     let options = unsafe { options_arg(options) }?;
-    Ok((node, (maker.subscription)(node.node(), topic, qos, options)?))
+    Ok((node, maker.subscription(node.node(), topic, qos, options)?))
 }
 
 /// The Rust options of C options (null: the defaults).

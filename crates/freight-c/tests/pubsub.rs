@@ -34,7 +34,7 @@ fn a_cpp_program_publishes_by_copy_and_by_loan_and_takes_in_one_process() {
     assert!(out.contains("refused FREIGHT_ERROR_PUBLISH: buffer field 0 is not the loan's memory"), "{out}");
     assert!(out.contains("refused FREIGHT_ERROR_LOAN: "), "{out}");
     assert!(out.contains("refused FREIGHT_ERROR_CREATE: "), "{out}");
-    assert!(out.contains("refused \"my_msgs/msg/Thing\" is not one of freight's"), "{out}");
+    assert!(out.contains("refused \"my_msgs/msg/Thing\" is neither one of freight's"), "{out}");
     assert!(out.contains("refused the message's fields: "), "{out}");
     assert!(out.ends_with("inproc ok\n"), "{out}");
 }

@@ -17,6 +17,7 @@ mod demo;
 mod doctor;
 mod dynamic;
 mod lab;
+mod msg;
 mod private_dir;
 mod raw;
 mod resources;
@@ -234,6 +235,9 @@ This is `freight bench latency` with fixed arguments.")]
     /// Experiments on emulated networks (needs root): `lab wireless`.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Generate code for your own message packages: `msg cpp` (C++ types for the C++ API).
+    #[command(subcommand)]
+    Msg(msg::MsgCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -475,6 +479,7 @@ fn main() -> ExitCode {
         Command::Dds(cmd) => dds::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Tune(args) => tune::run(&args).map(|()| ExitCode::SUCCESS).map_err(|e| e.to_string()),
         Command::Lab(cmd) => lab::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Msg(cmd) => msg::run(&cmd).map(|()| ExitCode::SUCCESS),
         Command::Doctor => doctor::run().map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -60,8 +60,8 @@ use std::path::{Path, PathBuf};
 
 pub use cpp::CppHeader;
 pub use python::PythonModule;
-pub use rust::rust_ident;
-pub use schema::TypeSchema;
+pub use rust::{rust_definition, rust_ident};
+pub use schema::{parse_ros2msg, TypeSchema};
 
 pub use parse::{
     parse_file, parse_srv_file, parse_srv_str, parse_str, ArrayKind, BaseType, Constant, DefaultValue, Field,
@@ -358,7 +358,7 @@ impl Builder {
     /// ```
     pub fn cpp_headers(&self) -> Result<Vec<CppHeader>, GenError> {
         let (packages, services, _) = self.resolve()?;
-        Ok(cpp::headers(&packages, &services))
+        Ok(cpp::headers(&packages, &services, &schema::schemas(&packages, &services)?))
     }
 
     /// What a rosbag2 MCAP file records about each message type: the

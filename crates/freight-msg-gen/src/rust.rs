@@ -77,6 +77,27 @@ impl<'a> Spelling<'a> {
     }
 }
 
+/// The `Message::DEFINITION` of the Rust type generated from `spec`: what
+/// `freight_msg::message!` makes of its name and fields, each type spelled
+/// as the generated code spells it (and as `stringify!` prints it). Its
+/// FNV-1a hash is the type's `Message::TYPE_HASH`, which endpoints match on,
+/// so a type described at run time from the same `.msg` file (a C++ type's)
+/// meets the Rust one.
+///
+/// ```
+/// let spec = freight_msg_gen::parse_str("my_msgs", "Scan", "uint32 id\nfloat32[] ranges\n", "Scan.msg".as_ref()).unwrap();
+/// assert_eq!(freight_msg_gen::rust_definition(&spec), "my_msgs/msg/Scan{id:u32;ranges:Buffer<f32>;}");
+/// ```
+pub fn rust_definition(spec: &MsgSpec) -> String {
+    let ros = spec.type_name();
+    if spec.fields.is_empty() {
+        return format!("{ros}{{structure_needs_at_least_one_member:u8;}}");
+    }
+    let sp = Spelling::new(spec);
+    let fields: String = spec.fields.iter().map(|f| format!("{}:{};", rust_ident(&f.name), sp.field(&f.ty))).collect();
+    format!("{ros}{{{fields}}}")
+}
+
 /// A field name as a Rust identifier.
 pub fn rust_ident(name: &str) -> String {
     const KEYWORDS: &[&str] = &[

@@ -45,7 +45,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::parse::{ArrayKind, BaseType, Interface, MsgSpec, Primitive};
+use super::parse::{parse_str, ArrayKind, BaseType, Interface, MsgSpec, ParseError, ParseErrorKind, Primitive};
 use super::{GenError, Resolved, Services};
 
 /// What a rosbag2 MCAP file records about one message type: a schema's name
@@ -188,6 +188,60 @@ fn append_definition(
         append_definition(dep, packages, sources, seen, out)?;
     }
     Ok(())
+}
+
+/// Reads a `ros2msg` text back: the message `type_name` (`pkg/msg/Name`)
+/// and every message it uses, each parsed as its `.msg` file would be. The
+/// inverse of what [`TypeSchema::ros2msg`] holds, for a program handed a
+/// type's definition at run time (the C ABI, by a generated C++ type).
+///
+/// ```
+/// let text = "std_msgs/Header header\nuint8[] data\n\n\
+///             ================================================================================\n\
+///             MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n\n\
+///             ================================================================================\n\
+///             MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n";
+/// let specs = freight_msg_gen::parse_ros2msg("my_msgs/msg/Blob", text).unwrap();
+/// let names: Vec<String> = specs.iter().map(|s| s.type_name()).collect();
+/// assert_eq!(names, ["my_msgs/msg/Blob", "std_msgs/msg/Header", "builtin_interfaces/msg/Time"]);
+/// ```
+pub fn parse_ros2msg(type_name: &str, text: &str) -> Result<Vec<MsgSpec>, ParseError> {
+    let origin = |spelling: &str| std::path::PathBuf::from(format!("{spelling} (in the definition of {type_name})"));
+    let bad = |spelling: &str, why: String| ParseError {
+        file: origin(spelling),
+        line: 0,
+        kind: Box::new(ParseErrorKind::Syntax(why)),
+    };
+    let separator = format!("\n{SEPARATOR}\n");
+    let mut sections = text.split(separator.as_str());
+    let root = sections.next().unwrap_or_default();
+    let root = match type_name.split('/').collect::<Vec<_>>().as_slice() {
+        [package, "msg", name] => parse_str(package, name, root, &origin(type_name))?,
+        // Half of a service: parsed under the service's name, then named as ROS 2 names it.
+        [package, "srv", name] => {
+            let service = name.strip_suffix("_Request").or_else(|| name.strip_suffix("_Response"));
+            let service =
+                service.ok_or_else(|| bad(type_name, format!("{type_name:?} is not a request or response")))?;
+            let mut half = parse_str(package, service, root, &origin(type_name))?;
+            half.name = name.to_string();
+            half.interface = Interface::Srv;
+            half
+        }
+        _ => return Err(bad(type_name, format!("{type_name:?} is not a message type name, pkg/msg/Name"))),
+    };
+    let mut specs = vec![root];
+    for section in sections {
+        let (first, body) = section.split_once('\n').unwrap_or((section, ""));
+        let spelling = first
+            .strip_prefix("MSG: ")
+            .ok_or_else(|| bad(type_name, format!("a section starts with {first:?}, not `MSG: pkg/Name`")))?;
+        let (package, name) = match spelling.split('/').collect::<Vec<_>>().as_slice() {
+            [package, name] | [package, "msg", name] => (*package, *name),
+            _ => return Err(bad(spelling, format!("{spelling:?} is not a message type, pkg/Name"))),
+        };
+        specs.push(parse_str(package, name, body, &origin(spelling))?);
+    }
+    Ok(specs)
 }
 
 /// The message a dependency's spelling names, `pkg/Name` or `pkg/msg/Name`.

@@ -124,6 +124,14 @@ inline void set_write_stream(freight_loan *loan, void *stream) {
   check(freight_loan_set_write_stream(loan, stream_id(stream)));
 }
 
+// Makes T known to freight's core before its first endpoint: a built-in
+// type already is; a type generated from a user's own .msg files
+// (`freight msg cpp`) brings its definition. Cheap after the first call.
+template <typename T>
+void register_type() {
+  check(freight_type_register(T::TYPE_NAME, T::DEFINITION));
+}
+
 // The C strings of `strings`, valid while they are.
 inline std::vector<const char *> c_strings(const std::vector<std::string> &strings) {
   std::vector<const char *> c;
@@ -638,6 +646,7 @@ public:
     const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
     const freight_subscription_options c_options = detail::c_options(options, names);
     freight_callback_subscription *raw = nullptr;
+    detail::register_type<T>();
     detail::check(freight_node_create_subscription_callback_with_options(
         handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &c_options, &CallbackSubscription<T>::trampoline,
         sub.callback_.get(), &raw));
@@ -645,10 +654,12 @@ public:
     return sub;
   }
 
-  // A publisher of T (a type of freight/msgs/<package>.hpp) on `topic`.
+  // A publisher of T (a type of freight/msgs/<package>.hpp, or one that
+  // `freight msg cpp` generated from your own .msg files) on `topic`.
   template <typename T>
   Publisher<T> create_publisher(const std::string &topic, const QoS &qos) const {
     freight_publisher *raw = nullptr;
+    detail::register_type<T>();
     detail::check(freight_publisher_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
     return Publisher<T>(raw);
   }
@@ -657,6 +668,7 @@ public:
   template <typename T>
   Publisher<T> create_publisher(const std::string &topic, const QoS &qos, const PublisherOptions &options) const {
     freight_publisher *raw = nullptr;
+    detail::register_type<T>();
     detail::check(freight_publisher_create_with_backend(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
                                                         options.backend.c_str(), &raw));
     return Publisher<T>(raw);
@@ -666,6 +678,7 @@ public:
   template <typename T>
   Subscription<T> create_subscription(const std::string &topic, const QoS &qos) const {
     freight_subscription *raw = nullptr;
+    detail::register_type<T>();
     detail::check(freight_subscription_create(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(), &raw));
     return Subscription<T>(raw);
   }
@@ -678,6 +691,7 @@ public:
     const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
     const freight_subscription_options c_options = detail::c_options(options, names);
     freight_subscription *raw = nullptr;
+    detail::register_type<T>();
     detail::check(freight_subscription_create_with_options(handle_.get(), T::TYPE_NAME, topic.c_str(), &qos.c_qos(),
                                                            &c_options, &raw));
     return Subscription<T>(raw);

@@ -18,6 +18,14 @@ namespace freight::msgs::builtin_interfaces {
 // `builtin_interfaces/msg/Duration`.
 struct Duration {
   static constexpr const char *TYPE_NAME = "builtin_interfaces/msg/Duration";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A signed span of time.\n"
+      "\n"
+      "# Whole seconds (may be negative).\n"
+      "int32 sec\n"
+      "# Nanoseconds added to sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Whole seconds (may be negative).
   std::int32_t sec{};
   // Nanoseconds added to sec, below 1e9.
@@ -43,6 +51,14 @@ inline bool operator!=(const Duration &a, const Duration &b) { return !(a == b);
 // `builtin_interfaces/msg/Time`.
 struct Time {
   static constexpr const char *TYPE_NAME = "builtin_interfaces/msg/Time";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Whole seconds.
   std::int32_t sec{};
   // Nanoseconds past sec, below 1e9.

@@ -19,6 +19,13 @@ namespace freight::msgs::geometry_msgs {
 // `geometry_msgs/msg/Vector3`.
 struct Vector3 {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Vector3";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   double x{};
   double y{};
   double z{};
@@ -45,6 +52,20 @@ inline bool operator!=(const Vector3 &a, const Vector3 &b) { return !(a == b); }
 // `geometry_msgs/msg/Accel`.
 struct Accel {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Accel";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# An acceleration, linear and angular.\n"
+      "\n"
+      "Vector3 linear\n"
+      "Vector3 angular\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   ::freight::msgs::geometry_msgs::Vector3 linear{};
   ::freight::msgs::geometry_msgs::Vector3 angular{};
 };
@@ -68,6 +89,13 @@ inline bool operator!=(const Accel &a, const Accel &b) { return !(a == b); }
 // `geometry_msgs/msg/Point`.
 struct Point {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Point";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A position in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   double x{};
   double y{};
   double z{};
@@ -94,6 +122,13 @@ inline bool operator!=(const Point &a, const Point &b) { return !(a == b); }
 // `geometry_msgs/msg/Point32`.
 struct Point32 {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Point32";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A position in 3D space, single precision.\n"
+      "\n"
+      "float32 x\n"
+      "float32 y\n"
+      "float32 z\n";
   float x{};
   float y{};
   float z{};
@@ -120,6 +155,19 @@ inline bool operator!=(const Point32 &a, const Point32 &b) { return !(a == b); }
 // `geometry_msgs/msg/Polygon`.
 struct Polygon {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Polygon";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A polygon: its corners in order, the last joined to the first.\n"
+      "\n"
+      "Point32[] points\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Point32\n"
+      "# A position in 3D space, single precision.\n"
+      "\n"
+      "float32 x\n"
+      "float32 y\n"
+      "float32 z\n";
   std::vector<::freight::msgs::geometry_msgs::Point32> points{};
 };
 
@@ -140,6 +188,14 @@ inline bool operator!=(const Polygon &a, const Polygon &b) { return !(a == b); }
 // `geometry_msgs/msg/Quaternion`.
 struct Quaternion {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Quaternion";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n";
   double x{0.0};
   double y{0.0};
   double z{0.0};
@@ -169,6 +225,29 @@ inline bool operator!=(const Quaternion &a, const Quaternion &b) { return !(a ==
 // `geometry_msgs/msg/Pose`.
 struct Pose {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Pose";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A position and an orientation.\n"
+      "\n"
+      "Point position\n"
+      "Quaternion orientation\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Point\n"
+      "# A position in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n";
   ::freight::msgs::geometry_msgs::Point position{};
   ::freight::msgs::geometry_msgs::Quaternion orientation{};
 };
@@ -192,6 +271,54 @@ inline bool operator!=(const Pose &a, const Pose &b) { return !(a == b); }
 // `geometry_msgs/msg/PoseStamped`.
 struct PoseStamped {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/PoseStamped";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A pose with a time and a frame.\n"
+      "\n"
+      "std_msgs/Header header\n"
+      "Pose pose\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Pose\n"
+      "# A position and an orientation.\n"
+      "\n"
+      "Point position\n"
+      "Quaternion orientation\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Point\n"
+      "# A position in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   ::freight::msgs::std_msgs::Header header{};
   ::freight::msgs::geometry_msgs::Pose pose{};
 };
@@ -215,6 +342,37 @@ inline bool operator!=(const PoseStamped &a, const PoseStamped &b) { return !(a 
 // `geometry_msgs/msg/PoseWithCovariance`.
 struct PoseWithCovariance {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/PoseWithCovariance";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A pose with its uncertainty.\n"
+      "\n"
+      "Pose pose\n"
+      "# Row-major 6x6 covariance of (x, y, z, rotation about x, about y, about z).\n"
+      "float64[36] covariance\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Pose\n"
+      "# A position and an orientation.\n"
+      "\n"
+      "Point position\n"
+      "Quaternion orientation\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Point\n"
+      "# A position in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n";
   ::freight::msgs::geometry_msgs::Pose pose{};
   // Row-major 6x6 covariance of (x, y, z, rotation about x, about y, about z).
   std::array<double, 36> covariance{};
@@ -239,6 +397,29 @@ inline bool operator!=(const PoseWithCovariance &a, const PoseWithCovariance &b)
 // `geometry_msgs/msg/Transform`.
 struct Transform {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Transform";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A transform between two frames: a translation, then a rotation.\n"
+      "\n"
+      "Vector3 translation\n"
+      "Quaternion rotation\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   ::freight::msgs::geometry_msgs::Vector3 translation{};
   ::freight::msgs::geometry_msgs::Quaternion rotation{};
 };
@@ -262,6 +443,56 @@ inline bool operator!=(const Transform &a, const Transform &b) { return !(a == b
 // `geometry_msgs/msg/TransformStamped`.
 struct TransformStamped {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/TransformStamped";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A transform from header.frame_id to child_frame_id at header.stamp.\n"
+      "\n"
+      "std_msgs/Header header\n"
+      "# The frame the transform leads to.\n"
+      "string child_frame_id\n"
+      "Transform transform\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Transform\n"
+      "# A transform between two frames: a translation, then a rotation.\n"
+      "\n"
+      "Vector3 translation\n"
+      "Quaternion rotation\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   ::freight::msgs::std_msgs::Header header{};
   // The frame the transform leads to.
   std::string child_frame_id{};
@@ -289,6 +520,20 @@ inline bool operator!=(const TransformStamped &a, const TransformStamped &b) { r
 // `geometry_msgs/msg/Twist`.
 struct Twist {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Twist";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A velocity, linear and angular.\n"
+      "\n"
+      "Vector3 linear\n"
+      "Vector3 angular\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   ::freight::msgs::geometry_msgs::Vector3 linear{};
   ::freight::msgs::geometry_msgs::Vector3 angular{};
 };
@@ -312,6 +557,45 @@ inline bool operator!=(const Twist &a, const Twist &b) { return !(a == b); }
 // `geometry_msgs/msg/TwistStamped`.
 struct TwistStamped {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/TwistStamped";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A velocity with a time and a frame.\n"
+      "\n"
+      "std_msgs/Header header\n"
+      "Twist twist\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Twist\n"
+      "# A velocity, linear and angular.\n"
+      "\n"
+      "Vector3 linear\n"
+      "Vector3 angular\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   ::freight::msgs::std_msgs::Header header{};
   ::freight::msgs::geometry_msgs::Twist twist{};
 };
@@ -335,6 +619,20 @@ inline bool operator!=(const TwistStamped &a, const TwistStamped &b) { return !(
 // `geometry_msgs/msg/Wrench`.
 struct Wrench {
   static constexpr const char *TYPE_NAME = "geometry_msgs/msg/Wrench";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A force and a torque.\n"
+      "\n"
+      "Vector3 force\n"
+      "Vector3 torque\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n";
   ::freight::msgs::geometry_msgs::Vector3 force{};
   ::freight::msgs::geometry_msgs::Vector3 torque{};
 };

@@ -18,6 +18,21 @@ namespace freight::msgs::rosgraph_msgs {
 // `rosgraph_msgs/msg/Clock`.
 struct Clock {
   static constexpr const char *TYPE_NAME = "rosgraph_msgs/msg/Clock";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# This message communicates the current time.\n"
+      "#\n"
+      "# For more information, see https://design.ros2.org/articles/clock_and_time.html.\n"
+      "builtin_interfaces/Time clock\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // This message communicates the current time.
   //
   // For more information, see https://design.ros2.org/articles/clock_and_time.html.

@@ -20,6 +20,20 @@ namespace freight::msgs::sensor_msgs {
 // `sensor_msgs/msg/RegionOfInterest`.
 struct RegionOfInterest {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/RegionOfInterest";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A rectangular part of an image.\n"
+      "\n"
+      "# Left column of the region.\n"
+      "uint32 x_offset\n"
+      "# Top row of the region.\n"
+      "uint32 y_offset\n"
+      "# Rows in the region.\n"
+      "uint32 height\n"
+      "# Columns in the region.\n"
+      "uint32 width\n"
+      "# Whether the region applies to the rectified image.\n"
+      "bool do_rectify\n";
   // Left column of the region.
   std::uint32_t x_offset{};
   // Top row of the region.
@@ -57,6 +71,65 @@ inline bool operator!=(const RegionOfInterest &a, const RegionOfInterest &b) { r
 // `sensor_msgs/msg/CameraInfo`.
 struct CameraInfo {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/CameraInfo";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Calibration of a pinhole camera and how its images were taken.\n"
+      "\n"
+      "# Acquisition time and optical frame of the image this describes.\n"
+      "std_msgs/Header header\n"
+      "# Image rows at calibration resolution.\n"
+      "uint32 height\n"
+      "# Image columns at calibration resolution.\n"
+      "uint32 width\n"
+      "# Distortion model name, e.g. \"plumb_bob\".\n"
+      "string distortion_model\n"
+      "# Distortion parameters; their number depends on the model.\n"
+      "float64[] d\n"
+      "# Intrinsic matrix, 3x3 row-major.\n"
+      "float64[9] k\n"
+      "# Rectification rotation, 3x3 row-major.\n"
+      "float64[9] r\n"
+      "# Projection matrix, 3x4 row-major.\n"
+      "float64[12] p\n"
+      "# Horizontal binning (0 or 1: none).\n"
+      "uint32 binning_x\n"
+      "# Vertical binning (0 or 1: none).\n"
+      "uint32 binning_y\n"
+      "# The part of the image that was captured (all zeros: the whole image).\n"
+      "RegionOfInterest roi\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: sensor_msgs/RegionOfInterest\n"
+      "# A rectangular part of an image.\n"
+      "\n"
+      "# Left column of the region.\n"
+      "uint32 x_offset\n"
+      "# Top row of the region.\n"
+      "uint32 y_offset\n"
+      "# Rows in the region.\n"
+      "uint32 height\n"
+      "# Columns in the region.\n"
+      "uint32 width\n"
+      "# Whether the region applies to the rectified image.\n"
+      "bool do_rectify\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time and optical frame of the image this describes.
   ::freight::msgs::std_msgs::Header header{};
   // Image rows at calibration resolution.
@@ -118,6 +191,34 @@ inline bool operator!=(const CameraInfo &a, const CameraInfo &b) { return !(a ==
 // `sensor_msgs/msg/CompressedImage`.
 struct CompressedImage {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/CompressedImage";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A compressed image (jpeg, png, ...).\n"
+      "\n"
+      "# Acquisition time and optical frame.\n"
+      "std_msgs/Header header\n"
+      "# The compression format, e.g. \"jpeg\" or \"rgb8; png compressed bgr8\".\n"
+      "string format\n"
+      "# The compressed bytes.\n"
+      "uint8[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time and optical frame.
   ::freight::msgs::std_msgs::Header header{};
   // The compression format, e.g. "jpeg" or "rgb8; png compressed bgr8".
@@ -147,6 +248,42 @@ inline bool operator!=(const CompressedImage &a, const CompressedImage &b) { ret
 // `sensor_msgs/msg/Image`.
 struct Image {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/Image";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# An uncompressed image.\n"
+      "\n"
+      "# Acquisition time; frame: origin at the optical center, +x right, +y down, +z into the scene.\n"
+      "std_msgs/Header header\n"
+      "# Rows.\n"
+      "uint32 height\n"
+      "# Columns.\n"
+      "uint32 width\n"
+      "# Pixel encoding: channel meaning, order and size (rgb8, bgra8, mono16, 32FC1, ...).\n"
+      "string encoding\n"
+      "# Nonzero when multi-byte channels are big-endian.\n"
+      "uint8 is_bigendian\n"
+      "# Bytes per row.\n"
+      "uint32 step\n"
+      "# The pixels, step * height bytes.\n"
+      "uint8[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time; frame: origin at the optical center, +x right, +y down, +z into the scene.
   ::freight::msgs::std_msgs::Header header{};
   // Rows.
@@ -193,6 +330,60 @@ inline bool operator!=(const Image &a, const Image &b) { return !(a == b); }
 // `sensor_msgs/msg/Imu`.
 struct Imu {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/Imu";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# An inertial measurement: orientation, angular velocity, linear acceleration.\n"
+      "# A covariance of all zeros means unknown; a first element of -1 means not provided.\n"
+      "\n"
+      "# Acquisition time and sensor frame.\n"
+      "std_msgs/Header header\n"
+      "# Orientation of the sensor frame.\n"
+      "geometry_msgs/Quaternion orientation\n"
+      "# Row-major 3x3 covariance of the orientation, about x, y, z.\n"
+      "float64[9] orientation_covariance\n"
+      "# Angular velocity, rad/s.\n"
+      "geometry_msgs/Vector3 angular_velocity\n"
+      "# Row-major 3x3 covariance of the angular velocity.\n"
+      "float64[9] angular_velocity_covariance\n"
+      "# Linear acceleration, m/s^2.\n"
+      "geometry_msgs/Vector3 linear_acceleration\n"
+      "# Row-major 3x3 covariance of the linear acceleration.\n"
+      "float64[9] linear_acceleration_covariance\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Quaternion\n"
+      "# An orientation as a unit quaternion; the default is the identity.\n"
+      "\n"
+      "float64 x 0\n"
+      "float64 y 0\n"
+      "float64 z 0\n"
+      "float64 w 1\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: geometry_msgs/Vector3\n"
+      "# A direction and magnitude in 3D space.\n"
+      "\n"
+      "float64 x\n"
+      "float64 y\n"
+      "float64 z\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time and sensor frame.
   ::freight::msgs::std_msgs::Header header{};
   // Orientation of the sensor frame.
@@ -238,6 +429,38 @@ inline bool operator!=(const Imu &a, const Imu &b) { return !(a == b); }
 // `sensor_msgs/msg/JointState`.
 struct JointState {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/JointState";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# The state of named joints; each array is empty or as long as name.\n"
+      "\n"
+      "# Time of the measurement.\n"
+      "std_msgs/Header header\n"
+      "# Joint names.\n"
+      "string[] name\n"
+      "# Positions, rad or m.\n"
+      "float64[] position\n"
+      "# Velocities, rad/s or m/s.\n"
+      "float64[] velocity\n"
+      "# Efforts, Nm or N.\n"
+      "float64[] effort\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Time of the measurement.
   ::freight::msgs::std_msgs::Header header{};
   // Joint names.
@@ -275,6 +498,48 @@ inline bool operator!=(const JointState &a, const JointState &b) { return !(a ==
 // `sensor_msgs/msg/LaserScan`.
 struct LaserScan {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/LaserScan";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One sweep of a planar laser range finder.\n"
+      "\n"
+      "# Time of the first ray and the scanner frame (rotation about +z).\n"
+      "std_msgs/Header header\n"
+      "# Angle of the first ray, rad.\n"
+      "float32 angle_min\n"
+      "# Angle of the last ray, rad.\n"
+      "float32 angle_max\n"
+      "# Angle between rays, rad.\n"
+      "float32 angle_increment\n"
+      "# Time between rays, s.\n"
+      "float32 time_increment\n"
+      "# Time between scans, s.\n"
+      "float32 scan_time\n"
+      "# Smallest valid range, m.\n"
+      "float32 range_min\n"
+      "# Largest valid range, m.\n"
+      "float32 range_max\n"
+      "# Ranges, m; outside [range_min, range_max] is invalid.\n"
+      "float32[] ranges\n"
+      "# Intensities, device units; may be empty.\n"
+      "float32[] intensities\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Time of the first ray and the scanner frame (rotation about +z).
   ::freight::msgs::std_msgs::Header header{};
   // Angle of the first ray, rad.
@@ -332,6 +597,29 @@ inline bool operator!=(const LaserScan &a, const LaserScan &b) { return !(a == b
 // `sensor_msgs/msg/NavSatStatus`.
 struct NavSatStatus {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/NavSatStatus";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Fix status and satellite systems of a navigation satellite receiver.\n"
+      "\n"
+      "# No fix.\n"
+      "int8 STATUS_NO_FIX=-1\n"
+      "# Unaugmented fix.\n"
+      "int8 STATUS_FIX=0\n"
+      "# Fix with satellite-based augmentation.\n"
+      "int8 STATUS_SBAS_FIX=1\n"
+      "# Fix with ground-based augmentation.\n"
+      "int8 STATUS_GBAS_FIX=2\n"
+      "\n"
+      "# Satellite systems (bits of service).\n"
+      "uint16 SERVICE_GPS=1\n"
+      "uint16 SERVICE_GLONASS=2\n"
+      "uint16 SERVICE_COMPASS=4\n"
+      "uint16 SERVICE_GALILEO=8\n"
+      "\n"
+      "# One of the STATUS_* values.\n"
+      "int8 status\n"
+      "# The SERVICE_* bits of the systems in use.\n"
+      "uint16 service\n";
   static constexpr std::int8_t STATUS_NO_FIX = -1;
   static constexpr std::int8_t STATUS_FIX = 0;
   static constexpr std::int8_t STATUS_SBAS_FIX = 1;
@@ -365,6 +653,72 @@ inline bool operator!=(const NavSatStatus &a, const NavSatStatus &b) { return !(
 // `sensor_msgs/msg/NavSatFix`.
 struct NavSatFix {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/NavSatFix";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A position fix of a navigation satellite receiver (WGS 84).\n"
+      "\n"
+      "# How position_covariance was obtained.\n"
+      "uint8 COVARIANCE_TYPE_UNKNOWN=0\n"
+      "uint8 COVARIANCE_TYPE_APPROXIMATED=1\n"
+      "uint8 COVARIANCE_TYPE_DIAGONAL_KNOWN=2\n"
+      "uint8 COVARIANCE_TYPE_KNOWN=3\n"
+      "\n"
+      "# Time of the measurement and antenna frame.\n"
+      "std_msgs/Header header\n"
+      "# Fix status.\n"
+      "NavSatStatus status\n"
+      "# Latitude, degrees, north positive.\n"
+      "float64 latitude\n"
+      "# Longitude, degrees, east positive.\n"
+      "float64 longitude\n"
+      "# Altitude above the WGS 84 ellipsoid, m.\n"
+      "float64 altitude\n"
+      "# Row-major 3x3 covariance in an east-north-up frame, m^2.\n"
+      "float64[9] position_covariance\n"
+      "# One of the COVARIANCE_TYPE_* values.\n"
+      "uint8 position_covariance_type\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: sensor_msgs/NavSatStatus\n"
+      "# Fix status and satellite systems of a navigation satellite receiver.\n"
+      "\n"
+      "# No fix.\n"
+      "int8 STATUS_NO_FIX=-1\n"
+      "# Unaugmented fix.\n"
+      "int8 STATUS_FIX=0\n"
+      "# Fix with satellite-based augmentation.\n"
+      "int8 STATUS_SBAS_FIX=1\n"
+      "# Fix with ground-based augmentation.\n"
+      "int8 STATUS_GBAS_FIX=2\n"
+      "\n"
+      "# Satellite systems (bits of service).\n"
+      "uint16 SERVICE_GPS=1\n"
+      "uint16 SERVICE_GLONASS=2\n"
+      "uint16 SERVICE_COMPASS=4\n"
+      "uint16 SERVICE_GALILEO=8\n"
+      "\n"
+      "# One of the STATUS_* values.\n"
+      "int8 status\n"
+      "# The SERVICE_* bits of the systems in use.\n"
+      "uint16 service\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   static constexpr std::uint8_t COVARIANCE_TYPE_UNKNOWN = 0;
   static constexpr std::uint8_t COVARIANCE_TYPE_APPROXIMATED = 1;
   static constexpr std::uint8_t COVARIANCE_TYPE_DIAGONAL_KNOWN = 2;
@@ -414,6 +768,28 @@ inline bool operator!=(const NavSatFix &a, const NavSatFix &b) { return !(a == b
 // `sensor_msgs/msg/PointField`.
 struct PointField {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/PointField";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One channel of a PointCloud2 point.\n"
+      "\n"
+      "# Element types of a channel.\n"
+      "uint8 INT8=1\n"
+      "uint8 UINT8=2\n"
+      "uint8 INT16=3\n"
+      "uint8 UINT16=4\n"
+      "uint8 INT32=5\n"
+      "uint8 UINT32=6\n"
+      "uint8 FLOAT32=7\n"
+      "uint8 FLOAT64=8\n"
+      "\n"
+      "# Channel name, e.g. \"x\" or \"intensity\".\n"
+      "string name\n"
+      "# Byte offset of the channel in a point.\n"
+      "uint32 offset\n"
+      "# Element type, one of the constants above.\n"
+      "uint8 datatype\n"
+      "# Elements in the channel.\n"
+      "uint32 count\n";
   static constexpr std::uint8_t INT8 = 1;
   static constexpr std::uint8_t UINT8 = 2;
   static constexpr std::uint8_t INT16 = 3;
@@ -455,6 +831,69 @@ inline bool operator!=(const PointField &a, const PointField &b) { return !(a ==
 // `sensor_msgs/msg/PointCloud2`.
 struct PointCloud2 {
   static constexpr const char *TYPE_NAME = "sensor_msgs/msg/PointCloud2";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A point cloud whose points have arbitrary channels.\n"
+      "\n"
+      "# Acquisition time and sensor frame.\n"
+      "std_msgs/Header header\n"
+      "# Rows (1 for an unordered cloud).\n"
+      "uint32 height\n"
+      "# Points per row.\n"
+      "uint32 width\n"
+      "# The channels of a point.\n"
+      "PointField[] fields\n"
+      "# Whether multi-byte values are big-endian.\n"
+      "bool is_bigendian\n"
+      "# Bytes per point.\n"
+      "uint32 point_step\n"
+      "# Bytes per row.\n"
+      "uint32 row_step\n"
+      "# The points, row_step * height bytes.\n"
+      "uint8[] data\n"
+      "# True when no point is invalid (NaN/inf).\n"
+      "bool is_dense\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: sensor_msgs/PointField\n"
+      "# One channel of a PointCloud2 point.\n"
+      "\n"
+      "# Element types of a channel.\n"
+      "uint8 INT8=1\n"
+      "uint8 UINT8=2\n"
+      "uint8 INT16=3\n"
+      "uint8 UINT16=4\n"
+      "uint8 INT32=5\n"
+      "uint8 UINT32=6\n"
+      "uint8 FLOAT32=7\n"
+      "uint8 FLOAT64=8\n"
+      "\n"
+      "# Channel name, e.g. \"x\" or \"intensity\".\n"
+      "string name\n"
+      "# Byte offset of the channel in a point.\n"
+      "uint32 offset\n"
+      "# Element type, one of the constants above.\n"
+      "uint8 datatype\n"
+      "# Elements in the channel.\n"
+      "uint32 count\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/Header\n"
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time and sensor frame.
   ::freight::msgs::std_msgs::Header header{};
   // Rows (1 for an unordered cloud).

@@ -19,6 +19,11 @@ namespace freight::msgs::std_msgs {
 // `std_msgs/msg/Bool`.
 struct Bool {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Bool";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One boolean.\n"
+      "\n"
+      "bool data\n";
   bool data{};
 };
 
@@ -39,6 +44,11 @@ inline bool operator!=(const Bool &a, const Bool &b) { return !(a == b); }
 // `std_msgs/msg/Byte`.
 struct Byte {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Byte";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One byte value.\n"
+      "\n"
+      "byte data\n";
   std::uint8_t data{};
 };
 
@@ -59,6 +69,16 @@ inline bool operator!=(const Byte &a, const Byte &b) { return !(a == b); }
 // `std_msgs/msg/MultiArrayDimension`.
 struct MultiArrayDimension {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/MultiArrayDimension";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // What the dimension means.
   std::string label{};
   // Elements along it.
@@ -88,6 +108,25 @@ inline bool operator!=(const MultiArrayDimension &a, const MultiArrayDimension &
 // `std_msgs/msg/MultiArrayLayout`.
 struct MultiArrayLayout {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/MultiArrayLayout";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // The dimensions, outermost first.
   std::vector<::freight::msgs::std_msgs::MultiArrayDimension> dim{};
   // Elements to skip at the start of the data.
@@ -113,6 +152,34 @@ inline bool operator!=(const MultiArrayLayout &a, const MultiArrayLayout &b) { r
 // `std_msgs/msg/ByteMultiArray`.
 struct ByteMultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/ByteMultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of byte.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "byte[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -138,6 +205,11 @@ inline bool operator!=(const ByteMultiArray &a, const ByteMultiArray &b) { retur
 // `std_msgs/msg/Char`.
 struct Char {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Char";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One char value.\n"
+      "\n"
+      "char data\n";
   std::uint8_t data{};
 };
 
@@ -158,6 +230,14 @@ inline bool operator!=(const Char &a, const Char &b) { return !(a == b); }
 // `std_msgs/msg/ColorRGBA`.
 struct ColorRGBA {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/ColorRGBA";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A color, each channel in [0, 1].\n"
+      "\n"
+      "float32 r\n"
+      "float32 g\n"
+      "float32 b\n"
+      "float32 a\n";
   float r{};
   float g{};
   float b{};
@@ -187,6 +267,9 @@ inline bool operator!=(const ColorRGBA &a, const ColorRGBA &b) { return !(a == b
 // `std_msgs/msg/Empty`.
 struct Empty {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Empty";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A message without data.\n";
 };
 
 inline void cdr_write(::freight::cdr::Writer &w, ::freight::cdr::BufferSink &buffers, const Empty &m) {
@@ -212,6 +295,11 @@ inline bool operator!=(const Empty &a, const Empty &b) { return !(a == b); }
 // `std_msgs/msg/Float32`.
 struct Float32 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Float32";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One float32 value.\n"
+      "\n"
+      "float32 data\n";
   float data{};
 };
 
@@ -232,6 +320,34 @@ inline bool operator!=(const Float32 &a, const Float32 &b) { return !(a == b); }
 // `std_msgs/msg/Float32MultiArray`.
 struct Float32MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Float32MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of float32.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "float32[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -257,6 +373,11 @@ inline bool operator!=(const Float32MultiArray &a, const Float32MultiArray &b) {
 // `std_msgs/msg/Float64`.
 struct Float64 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Float64";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One float64 value.\n"
+      "\n"
+      "float64 data\n";
   double data{};
 };
 
@@ -277,6 +398,34 @@ inline bool operator!=(const Float64 &a, const Float64 &b) { return !(a == b); }
 // `std_msgs/msg/Float64MultiArray`.
 struct Float64MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Float64MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of float64.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "float64[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -302,6 +451,23 @@ inline bool operator!=(const Float64MultiArray &a, const Float64MultiArray &b) {
 // `std_msgs/msg/Header`.
 struct Header {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Header";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# When and in which coordinate frame the data of a message was taken.\n"
+      "\n"
+      "# Acquisition time.\n"
+      "builtin_interfaces/Time stamp\n"
+      "# The coordinate frame of the data.\n"
+      "string frame_id\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: builtin_interfaces/Time\n"
+      "# A point in time: seconds and nanoseconds since the epoch of its clock.\n"
+      "\n"
+      "# Whole seconds.\n"
+      "int32 sec\n"
+      "# Nanoseconds past sec, below 1e9.\n"
+      "uint32 nanosec\n";
   // Acquisition time.
   ::freight::msgs::builtin_interfaces::Time stamp{};
   // The coordinate frame of the data.
@@ -327,6 +493,11 @@ inline bool operator!=(const Header &a, const Header &b) { return !(a == b); }
 // `std_msgs/msg/Int16`.
 struct Int16 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int16";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One int16 value.\n"
+      "\n"
+      "int16 data\n";
   std::int16_t data{};
 };
 
@@ -347,6 +518,34 @@ inline bool operator!=(const Int16 &a, const Int16 &b) { return !(a == b); }
 // `std_msgs/msg/Int16MultiArray`.
 struct Int16MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int16MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of int16.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "int16[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -372,6 +571,11 @@ inline bool operator!=(const Int16MultiArray &a, const Int16MultiArray &b) { ret
 // `std_msgs/msg/Int32`.
 struct Int32 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int32";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One int32 value.\n"
+      "\n"
+      "int32 data\n";
   std::int32_t data{};
 };
 
@@ -392,6 +596,34 @@ inline bool operator!=(const Int32 &a, const Int32 &b) { return !(a == b); }
 // `std_msgs/msg/Int32MultiArray`.
 struct Int32MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int32MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of int32.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "int32[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -417,6 +649,11 @@ inline bool operator!=(const Int32MultiArray &a, const Int32MultiArray &b) { ret
 // `std_msgs/msg/Int64`.
 struct Int64 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int64";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One int64 value.\n"
+      "\n"
+      "int64 data\n";
   std::int64_t data{};
 };
 
@@ -437,6 +674,34 @@ inline bool operator!=(const Int64 &a, const Int64 &b) { return !(a == b); }
 // `std_msgs/msg/Int64MultiArray`.
 struct Int64MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int64MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of int64.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "int64[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -462,6 +727,11 @@ inline bool operator!=(const Int64MultiArray &a, const Int64MultiArray &b) { ret
 // `std_msgs/msg/Int8`.
 struct Int8 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int8";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One int8 value.\n"
+      "\n"
+      "int8 data\n";
   std::int8_t data{};
 };
 
@@ -482,6 +752,34 @@ inline bool operator!=(const Int8 &a, const Int8 &b) { return !(a == b); }
 // `std_msgs/msg/Int8MultiArray`.
 struct Int8MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/Int8MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of int8.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "int8[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -507,6 +805,11 @@ inline bool operator!=(const Int8MultiArray &a, const Int8MultiArray &b) { retur
 // `std_msgs/msg/String`.
 struct String {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/String";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One string.\n"
+      "\n"
+      "string data\n";
   std::string data{};
 };
 
@@ -527,6 +830,11 @@ inline bool operator!=(const String &a, const String &b) { return !(a == b); }
 // `std_msgs/msg/UInt16`.
 struct UInt16 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt16";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One uint16 value.\n"
+      "\n"
+      "uint16 data\n";
   std::uint16_t data{};
 };
 
@@ -547,6 +855,34 @@ inline bool operator!=(const UInt16 &a, const UInt16 &b) { return !(a == b); }
 // `std_msgs/msg/UInt16MultiArray`.
 struct UInt16MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt16MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of uint16.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "uint16[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -572,6 +908,11 @@ inline bool operator!=(const UInt16MultiArray &a, const UInt16MultiArray &b) { r
 // `std_msgs/msg/UInt32`.
 struct UInt32 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt32";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One uint32 value.\n"
+      "\n"
+      "uint32 data\n";
   std::uint32_t data{};
 };
 
@@ -592,6 +933,34 @@ inline bool operator!=(const UInt32 &a, const UInt32 &b) { return !(a == b); }
 // `std_msgs/msg/UInt32MultiArray`.
 struct UInt32MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt32MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of uint32.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "uint32[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -617,6 +986,11 @@ inline bool operator!=(const UInt32MultiArray &a, const UInt32MultiArray &b) { r
 // `std_msgs/msg/UInt64`.
 struct UInt64 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt64";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One uint64 value.\n"
+      "\n"
+      "uint64 data\n";
   std::uint64_t data{};
 };
 
@@ -637,6 +1011,34 @@ inline bool operator!=(const UInt64 &a, const UInt64 &b) { return !(a == b); }
 // `std_msgs/msg/UInt64MultiArray`.
 struct UInt64MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt64MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of uint64.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "uint64[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.
@@ -662,6 +1064,11 @@ inline bool operator!=(const UInt64MultiArray &a, const UInt64MultiArray &b) { r
 // `std_msgs/msg/UInt8`.
 struct UInt8 {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt8";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# One uint8 value.\n"
+      "\n"
+      "uint8 data\n";
   std::uint8_t data{};
 };
 
@@ -682,6 +1089,34 @@ inline bool operator!=(const UInt8 &a, const UInt8 &b) { return !(a == b); }
 // `std_msgs/msg/UInt8MultiArray`.
 struct UInt8MultiArray {
   static constexpr const char *TYPE_NAME = "std_msgs/msg/UInt8MultiArray";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A multi-dimensional array of uint8.\n"
+      "\n"
+      "# How data is laid out.\n"
+      "MultiArrayLayout layout\n"
+      "# The elements, flat.\n"
+      "uint8[] data\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayLayout\n"
+      "# How a flat data array is viewed as a multi-dimensional array.\n"
+      "\n"
+      "# The dimensions, outermost first.\n"
+      "MultiArrayDimension[] dim\n"
+      "# Elements to skip at the start of the data.\n"
+      "uint32 data_offset\n"
+      "\n"
+      "================================================================================\n"
+      "MSG: std_msgs/MultiArrayDimension\n"
+      "# One dimension of a multi-array layout.\n"
+      "\n"
+      "# What the dimension means.\n"
+      "string label\n"
+      "# Elements along it.\n"
+      "uint32 size\n"
+      "# Elements spanned by one step along it (and all inner dimensions).\n"
+      "uint32 stride\n";
   // How data is laid out.
   ::freight::msgs::std_msgs::MultiArrayLayout layout{};
   // The elements, flat.

@@ -18,6 +18,9 @@ namespace freight::msgs::std_srvs {
 // `std_srvs/srv/Empty_Request`.
 struct Empty_Request {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/Empty_Request";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A call that carries nothing either way: \"do it now\".\n";
 };
 
 inline void cdr_write(::freight::cdr::Writer &w, ::freight::cdr::BufferSink &buffers, const Empty_Request &m) {
@@ -42,6 +45,8 @@ inline bool operator!=(const Empty_Request &a, const Empty_Request &b) { return 
 // `std_srvs/srv/Empty_Response`.
 struct Empty_Response {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/Empty_Response";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION = "";
 };
 
 inline void cdr_write(::freight::cdr::Writer &w, ::freight::cdr::BufferSink &buffers, const Empty_Response &m) {
@@ -67,6 +72,12 @@ inline bool operator!=(const Empty_Response &a, const Empty_Response &b) { retur
 // `std_srvs/srv/SetBool_Request`.
 struct SetBool_Request {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/SetBool_Request";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Switches something on (true) or off (false).\n"
+      "\n"
+      "# The state asked for.\n"
+      "bool data\n";
   // The state asked for.
   bool data{};
 };
@@ -87,6 +98,12 @@ inline bool operator!=(const SetBool_Request &a, const SetBool_Request &b) { ret
 // `std_srvs/srv/SetBool_Response`.
 struct SetBool_Response {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/SetBool_Response";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Whether the switch happened.\n"
+      "bool success\n"
+      "# What happened, for a person to read.\n"
+      "string message\n";
   // Whether the switch happened.
   bool success{};
   // What happened, for a person to read.
@@ -112,6 +129,9 @@ inline bool operator!=(const SetBool_Response &a, const SetBool_Response &b) { r
 // `std_srvs/srv/Trigger_Request`.
 struct Trigger_Request {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/Trigger_Request";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Starts something that takes no arguments.\n";
 };
 
 inline void cdr_write(::freight::cdr::Writer &w, ::freight::cdr::BufferSink &buffers, const Trigger_Request &m) {
@@ -136,6 +156,12 @@ inline bool operator!=(const Trigger_Request &a, const Trigger_Request &b) { ret
 // `std_srvs/srv/Trigger_Response`.
 struct Trigger_Response {
   static constexpr const char *TYPE_NAME = "std_srvs/srv/Trigger_Response";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# Whether it started.\n"
+      "bool success\n"
+      "# What happened, for a person to read.\n"
+      "string message\n";
   // Whether it started.
   bool success{};
   // What happened, for a person to read.

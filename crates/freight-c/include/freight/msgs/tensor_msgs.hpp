@@ -22,6 +22,34 @@ namespace freight::msgs::tensor_msgs {
 // `tensor_msgs/msg/ExperimentalTensor`.
 struct ExperimentalTensor {
   static constexpr const char *TYPE_NAME = "tensor_msgs/msg/ExperimentalTensor";
+  // Its definition, as rosbag2 records it (`ros2msg`): how freight's core reads it.
+  static constexpr const char *DEFINITION =
+      "# A dense n-dimensional tensor described the DLPack way: freight's own package,\n"
+      "# with the fields of ROS 2's proposed tensor_msgs/msg/ExperimentalTensor.\n"
+      "# There is no device field: the memory backend of data says where the tensor lives.\n"
+      "# shape and strides are bounded (<=32) so that they are short lists, not buffers\n"
+      "# of large data; on the wire a bounded sequence is an unbounded one.\n"
+      "\n"
+      "# DLPack type codes, as dtype_code holds them.\n"
+      "uint8 DTYPE_INT=0\n"
+      "uint8 DTYPE_UINT=1\n"
+      "uint8 DTYPE_FLOAT=2\n"
+      "uint8 DTYPE_BFLOAT=4\n"
+      "\n"
+      "# DLPack type code, one of the constants above.\n"
+      "uint8 dtype_code\n"
+      "# Bits per lane (8, 16, 32, 64).\n"
+      "uint8 dtype_bits\n"
+      "# Lanes per element (1 unless vectorized).\n"
+      "uint16 dtype_lanes\n"
+      "# Extent of each dimension.\n"
+      "int64[<=32] shape\n"
+      "# Stride of each dimension in elements; empty means contiguous row-major.\n"
+      "int64[<=32] strides\n"
+      "# Bytes from the start of data to the first element.\n"
+      "uint64 byte_offset\n"
+      "# The elements, as bytes.\n"
+      "uint8[] data\n";
   static constexpr std::uint8_t DTYPE_INT = 0;
   static constexpr std::uint8_t DTYPE_UINT = 1;
   static constexpr std::uint8_t DTYPE_FLOAT = 2;
