@@ -1,5 +1,6 @@
 //! Lists the built-in message and service types that C and C++ endpoints
-//! are made of (`src/types.rs` includes the lists), and gives
+//! are made of, with the messages' definitions (`src/types.rs` and
+//! `src/message_types.rs` include them), and gives
 //! `libfreight_c.so` a SONAME, so that programs linked against it by path
 //! (CMake's imported target does) record `libfreight_c.so` as what they need
 //! and find it through their RPATH or the loader's path, not by the absolute
@@ -16,6 +17,10 @@ fn main() {
     }
     if let Err(e) = built_ins.generate_service_list(out.join("built_in_services.rs"), "dispatch") {
         panic!("listing the built-in services from the workspace's interfaces/: {e}");
+    }
+    // The definitions of the built-in messages, which C endpoints are made of.
+    if let Err(e) = built_ins.generate_schema_table(out.join("schemas.rs")) {
+        panic!("the schemas of the built-in messages from the workspace's interfaces/: {e}");
     }
     // The Rust types of the generator's test package, which the tests meet
     // from C++ as a user's own package (tests/user_types.rs).

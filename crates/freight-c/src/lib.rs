@@ -36,13 +36,13 @@
 mod context;
 mod error;
 mod executor;
+mod message_types;
 mod node;
 mod publisher;
 mod qos;
 mod service;
 mod subscription;
 mod types;
-mod user_types;
 
 pub use context::{
     freight_context_create, freight_context_create_with, freight_context_destroy, freight_context_domain_id,
@@ -55,6 +55,7 @@ pub use executor::{
     freight_node_create_subscription_callback, freight_node_create_subscription_callback_with_options,
     FreightCallbackSubscription, FreightExecutor, FreightSampleCallback,
 };
+pub use message_types::freight_type_register;
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
 pub use publisher::{
     freight_loan_backend, freight_loan_buffer, freight_loan_destroy, freight_loan_device_buffer,
@@ -80,4 +81,3 @@ pub use subscription::{
     FREIGHT_WAIT_SPIN,
 };
 pub use types::FreightSampleBuffer;
-pub use user_types::freight_type_register;

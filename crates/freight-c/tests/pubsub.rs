@@ -28,7 +28,7 @@ fn a_cpp_program_publishes_by_copy_and_by_loan_and_takes_in_one_process() {
     common::remove(&exe);
     let out = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "pubsub inproc failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
-    // In one process the frame is handed over, never serialized.
+    // In one process the frame stays in the heap: no shared memory, no CDR.
     assert!(out.contains("copy intra cpu 1048576\n"), "{out}");
     assert!(out.contains("loan intra cpu\n"), "{out}");
     assert!(out.contains("refused FREIGHT_ERROR_PUBLISH: buffer field 0 is not the loan's memory"), "{out}");

@@ -296,6 +296,11 @@ impl GenericMessage {
     pub fn buffers(&self) -> &[RawBuffer] {
         &self.buffers
     }
+
+    /// The small fields and the buffers, taken out.
+    pub fn into_parts(self) -> (Vec<u8>, Vec<RawBuffer>) {
+        (self.fields, self.buffers)
+    }
 }
 
 /// Why a walk stopped: the input did not follow the layout, or the output

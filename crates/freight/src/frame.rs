@@ -156,6 +156,11 @@ pub(crate) struct EntryRef<'a> {
 pub(crate) trait Outgoing {
     fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&'a RawBuffer));
     fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError>;
+    /// The small fields as a frame's meta holds them, when the message has
+    /// them so already (no need to encode them again).
+    fn frame_fields(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A message of a Rust type.
@@ -176,6 +181,11 @@ impl Outgoing for freight_msg::generic::GenericMessage {
     }
     fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
         freight_msg::generic::GenericMessage::write(self, w, bufs)
+    }
+    /// Its fields, which name its buffers 0, 1, … in order (checked when it
+    /// was made), are what the ordinal encoder would write.
+    fn frame_fields(&self) -> Option<&[u8]> {
+        Some(self.fields())
     }
 }
 
@@ -202,14 +212,21 @@ pub(crate) fn encode_meta<O: Outgoing>(
     meta: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let mut w = CdrWriter::from_vec(std::mem::take(scratch));
-    let mut enc = OrdinalEncoder { next: 0 };
-    let written = msg.write(&mut w, &mut enc);
-    *scratch = w.finish();
-    written?;
+    let small = match msg.frame_fields() {
+        Some(fields) => fields,
+        None => {
+            let mut w = CdrWriter::from_vec(std::mem::take(scratch));
+            let mut enc = OrdinalEncoder { next: 0 };
+            let written = msg.write(&mut w, &mut enc);
+            *scratch = w.finish();
+            written?;
+            scratch
+        }
+    };
+    let small_len = u32::try_from(small.len()).map_err(|_| EncodeError::TooLong(small.len()))?;
     meta.clear();
-    meta.extend_from_slice(&(scratch.len() as u32).to_le_bytes());
-    meta.extend_from_slice(scratch);
+    meta.extend_from_slice(&small_len.to_le_bytes());
+    meta.extend_from_slice(small);
     pad4(meta);
     for e in entries {
         let (alt_kind, alt_desc) = match &e.alt {

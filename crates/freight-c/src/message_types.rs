@@ -1,13 +1,14 @@
-//! Message types freight was not built with: a user's own `.msg` files,
-//! whose C++ types `freight msg cpp` generates. Each such type carries its
-//! definition (`T::DEFINITION`, the `ros2msg` text rosbag2 records), which
-//! the C++ API registers here before it makes the type's first endpoint
-//! (`freight_type_register`); the endpoints are then the core's generic
-//! ones, whose layout is built from that text.
+//! The message types C and C++ endpoints are made of, each as the layout
+//! the core's generic endpoints take: built from the type's definition (the
+//! `ros2msg` text rosbag2 records), whether the type is built in (its
+//! definition is in this library) or a user's own (`freight msg cpp`
+//! generates its C++ type, which carries its definition, and the C++ API
+//! registers it here with `freight_type_register` before its first
+//! endpoint).
 //!
-//! The layout's hash is the one the generated Rust type of the same `.msg`
-//! file has (`freight_msg_gen::rust_definition`), so a C++ endpoint of a
-//! user's type meets a Rust one of it.
+//! A layout's hash is the one the generated Rust type of the same `.msg`
+//! file has (`freight_msg_gen::rust_definition`), so a C or C++ endpoint
+//! meets Rust ones of its type, built in or the user's.
 
 use std::collections::HashMap;
 use std::ffi::c_char;
@@ -18,12 +19,19 @@ use freight_msg_gen::{parse_ros2msg, rust_definition, ArrayKind, BaseType, MsgSp
 
 use crate::error::{guard, str_arg, Failure, Status};
 
-/// Types registered in this process, by name.
-static REGISTERED: Mutex<Option<HashMap<String, Registered>>> = Mutex::new(None);
+/// The types whose layout was built in this process, by name.
+static LAYOUTS: Mutex<Option<HashMap<String, Known>>> = Mutex::new(None);
 
-struct Registered {
+struct Known {
     definition: String,
     layout: Arc<MessageLayout>,
+}
+
+/// The built-in messages: (type name, `ros2msg`, RIHS01).
+static BUILT_IN: &[(&str, &str, &str)] = include!(concat!(env!("OUT_DIR"), "/schemas.rs"));
+
+fn built_in_definition(type_name: &str) -> Option<&'static str> {
+    BUILT_IN.iter().find(|(name, _, _)| *name == type_name).map(|(_, ros2msg, _)| *ros2msg)
 }
 
 /// Registers the message type `type_name` (`"my_msgs/msg/Scan"`) with its
@@ -31,8 +39,9 @@ struct Registered {
 /// a generated C++ type's `DEFINITION` holds it. Endpoints of the type can be
 /// made after. Registering a type again with the same definition does
 /// nothing; with another one it fails with `FREIGHT_ERROR_TYPE` (two
-/// versions of one type in a process). A built-in type needs no
-/// registration, and registering one does nothing.
+/// versions of one type in a process), as does a definition that does not
+/// parse. A built-in type needs no registration; registering one with its
+/// definition does nothing.
 ///
 /// # Safety
 /// Both arguments are NUL-terminated strings.
@@ -47,35 +56,49 @@ pub unsafe extern "C" fn freight_type_register(type_name: *const c_char, definit
 }
 
 fn register(type_name: &str, definition: &str) -> Result<(), Failure> {
-    if crate::types::is_built_in(type_name) {
-        return Ok(());
-    }
-    let mut registered = lock();
-    let registered = registered.get_or_insert_with(HashMap::new);
-    if let Some(known) = registered.get(type_name) {
+    known(type_name, definition).map(drop)
+}
+
+/// The layout of `type_name` with `definition`, built once per process.
+fn known(type_name: &str, definition: &str) -> Result<Arc<MessageLayout>, Failure> {
+    let mut layouts = lock();
+    let layouts = layouts.get_or_insert_with(HashMap::new);
+    if let Some(known) = layouts.get(type_name) {
         if known.definition == definition {
-            return Ok(());
+            return Ok(known.layout.clone());
         }
         return Err(Failure::new(
             Status::Type,
-            format!(
-                "{type_name} is registered already with another definition (two versions of the type in one process)"
-            ),
+            format!("{type_name} is known already with another definition (two versions of the type in one process)"),
         ));
     }
     let layout = Arc::new(layout(type_name, definition)?);
-    registered.insert(type_name.to_string(), Registered { definition: definition.to_string(), layout });
-    Ok(())
+    layouts.insert(type_name.to_string(), Known { definition: definition.to_string(), layout: layout.clone() });
+    Ok(layout)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<String, Registered>>> {
+fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<String, Known>>> {
     // A panic while the map was held left it whole: each change is one insert.
-    REGISTERED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LAYOUTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The layout of a registered type.
-pub(crate) fn registered(type_name: &str) -> Option<Arc<MessageLayout>> {
-    lock().as_ref()?.get(type_name).map(|r| r.layout.clone())
+/// The layout of the message type `type_name`: registered, or built in.
+pub(crate) fn layout_of(type_name: &str) -> Result<Arc<MessageLayout>, Failure> {
+    if let Some(known) = lock().as_ref().and_then(|l| l.get(type_name)) {
+        return Ok(known.layout.clone());
+    }
+    match built_in_definition(type_name) {
+        Some(definition) => known(type_name, definition),
+        None => Err(Failure::new(
+            Status::Type,
+            format!(
+                "{type_name:?} is neither one of freight's {} built-in message types (freight/msgs/<package>.hpp) nor \
+                 registered: a type of your own .msg files is registered with freight_type_register (the C++ API \
+                 does it for the types `freight msg cpp` generates)",
+                BUILT_IN.len()
+            ),
+        )),
+    }
 }
 
 /// The layout of `type_name` from its `ros2msg` definition.
@@ -168,8 +191,7 @@ mod tests {
     /// and written back byte for byte.
     #[test]
     fn layouts_from_definitions_match_the_rust_types() {
-        let schemas = freight_msg_gen::Builder::built_ins().schemas().expect("the built-in schemas");
-        let find = |name: &str| &schemas.iter().find(|s| s.type_name == name).expect("a schema").ros2msg;
+        let find = |name: &str| built_in_definition(name).expect("a built-in definition");
         let mut checked = 0;
         macro_rules! dispatch {
             ($($t:ty),* $(,)?) => {{$({
@@ -195,6 +217,12 @@ mod tests {
         register("freight_test/msg/Twice", "uint32 x\n").unwrap();
         let e = register("freight_test/msg/Twice", "uint64 x\n").unwrap_err();
         assert!(e.message.contains("another definition"), "{}", e.message);
-        register("std_msgs/msg/Header", "whatever: built in").unwrap();
+        let header = built_in_definition("std_msgs/msg/Header").expect("a built-in type");
+        register("std_msgs/msg/Header", header).unwrap();
+        assert_eq!(layout_of("std_msgs/msg/Header").unwrap().hash(), freight::msgs::std_msgs::Header::TYPE_HASH);
+        let e = register("std_msgs/msg/Header", "uint8 changed\n").unwrap_err();
+        assert!(e.message.contains("another definition"), "{}", e.message);
+        let e = layout_of("my_msgs/msg/Unknown").unwrap_err();
+        assert!(e.message.contains("is neither one of freight's"), "{}", e.message);
     }
 }
