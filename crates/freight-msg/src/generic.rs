@@ -51,13 +51,22 @@ use crate::{BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, Ele
 pub struct MessageLayout {
     type_name: String,
     hash: u64,
-    root: StructLayout,
+    root: Arc<StructLayout>,
 }
 
 impl MessageLayout {
     /// The type `type_name` (`pkg/msg/Name`) with the fields of `root`.
     pub fn new(type_name: impl Into<String>, hash: u64, root: StructLayout) -> MessageLayout {
-        MessageLayout { type_name: type_name.into(), hash, root }
+        MessageLayout { type_name: type_name.into(), hash, root: Arc::new(root) }
+    }
+
+    /// The same type with `before` written ahead of its fields: what a
+    /// service carries, a request header and then the message, under the
+    /// message's name and hash.
+    pub fn prefixed(&self, before: Vec<FieldKind>) -> MessageLayout {
+        let mut fields = before;
+        fields.push(FieldKind::Single(Item::Message(self.root.clone())));
+        MessageLayout { type_name: self.type_name.clone(), hash: self.hash, root: Arc::new(StructLayout::new(fields)) }
     }
 
     /// The ROS 2 type name, `pkg/msg/Name`.
@@ -77,7 +86,7 @@ impl MessageLayout {
     }
 
     /// The fields.
-    pub fn root(&self) -> &StructLayout {
+    pub fn root(&self) -> &Arc<StructLayout> {
         &self.root
     }
 

@@ -140,17 +140,17 @@ impl Default for ServiceOptions {
 }
 
 impl ServiceOptions {
-    fn sending(self) -> PublisherOptions {
+    pub(crate) fn sending(self) -> PublisherOptions {
         PublisherOptions { backend: self.backend, ..PublisherOptions::default() }
     }
 
-    fn receiving(self) -> SubscriptionOptions {
+    pub(crate) fn receiving(self) -> SubscriptionOptions {
         SubscriptionOptions { accepted_backends: self.accepted_backends, ..SubscriptionOptions::default() }
     }
 }
 
 /// The request and reply topics of the fully qualified service `name`.
-fn topics(name: &str) -> (String, String) {
+pub(crate) fn service_topics(name: &str) -> (String, String) {
     (format!("rq{name}Request"), format!("rr{name}Reply"))
 }
 
@@ -323,7 +323,7 @@ impl Node {
         options: ServiceOptions,
     ) -> Result<ServiceServer<S>, CreateError> {
         let name = self.resolve_topic_name(name)?;
-        let (rq, rr) = topics(&name);
+        let (rq, rr) = service_topics(&name);
         let qos = QoS::services_default();
         // The reply publisher first: a request is only taken once there is a
         // way to answer it. It skips full queues (`send_response`).
@@ -348,22 +348,13 @@ impl Node {
         options: ServiceOptions,
     ) -> Result<Client<S>, CreateError> {
         let name = self.resolve_topic_name(name)?;
-        let (rq, rr) = topics(&name);
+        let (rq, rr) = service_topics(&name);
         let qos = QoS::services_default();
         // The reply subscription first: a server answers only subscriptions
         // that exist when it replies.
         let replies = Subscription::create(self, &rr, qos, options.receiving())?;
         let requests = Publisher::create(self, &rq, qos, options.sending())?;
-        Ok(Client {
-            inner: Arc::new(ClientInner {
-                name,
-                id: client_id(),
-                next_sequence: AtomicI64::new(1),
-                requests,
-                replies,
-                calls: Mutex::default(),
-            }),
-        })
+        Ok(Client { inner: ClientInner::new(name, requests, replies) })
     }
 }
 
@@ -420,31 +411,19 @@ impl<S: ServiceType> Service<S> {
 /// # Ok::<_, Box<dyn std::error::Error>>(())
 /// ```
 pub struct Client<S: ServiceType> {
-    inner: Arc<ClientInner<S>>,
+    inner: Arc<TypedClient<S>>,
 }
+
+/// A typed client's ends: requests out, replies in, each in its envelope.
+type TypedRequests<S> = Publisher<Envelope<<S as ServiceType>::Request>>;
+type TypedReplies<S> = Subscription<Envelope<<S as ServiceType>::Response>>;
+type TypedClient<S> = ClientInner<TypedRequests<S>, TypedReplies<S>>;
 
 impl<S: ServiceType> std::fmt::Debug for Client<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Client<{}>({})", S::TYPE_NAME, self.inner.name)
     }
 }
-
-struct ClientInner<S: ServiceType> {
-    name: String,
-    /// This client's id in request headers: servers answer with it, and the
-    /// client keeps only the replies that carry it.
-    id: u64,
-    next_sequence: AtomicI64,
-    requests: Publisher<Envelope<S::Request>>,
-    replies: Subscription<Envelope<S::Response>>,
-    /// The calls waiting for their reply, by sequence number; `Some` once
-    /// the reply came and before the call collected it.
-    calls: Mutex<HashMap<i64, Option<Sample<S::Response>>>>,
-}
-
-/// How long a waiting call blocks in one take before it looks again at its
-/// servers: a server that went away ends the call within this time.
-const LIVENESS_SLICE: Duration = Duration::from_millis(50);
 
 impl<S: ServiceType> Client<S> {
     /// The service, fully qualified.
@@ -470,17 +449,7 @@ impl<S: ServiceType> Client<S> {
 
     /// Waits up to `timeout` for a server; returns whether one is there.
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.service_is_ready() {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            std::thread::sleep(left.min(Duration::from_millis(10)));
-        }
+        self.inner.wait_for_service(timeout)
     }
 
     /// Sends `request` and waits up to `timeout` for its reply.
@@ -503,7 +472,10 @@ impl<S: ServiceType> Client<S> {
     /// queue then holds this call's reply unless ten others come before it
     /// and it is not collected meanwhile.
     pub fn call_async(&self, request: S::Request) -> Result<PendingCall<S>, CallError> {
-        self.send(|inner, client, sequence| inner.requests.publish_copy(&Envelope { client, sequence, body: request }))
+        let pending = self
+            .inner
+            .send(|requests, client, sequence| requests.publish_copy(&Envelope { client, sequence, body: request }))?;
+        Ok(PendingCall { pending })
     }
 
     /// Lends memory for a request with one length per buffer field, in
@@ -535,90 +507,155 @@ impl<S: ServiceType> Client<S> {
 
     /// Sends a written loan as a request; as [`call_async`](Self::call_async) otherwise.
     pub fn call_loaned(&self, mut request: Loan<Envelope<S::Request>>) -> Result<PendingCall<S>, CallError> {
-        self.send(|inner, client, sequence| {
+        let pending = self.inner.send(|requests, client, sequence| {
             (request.client, request.sequence) = (client, sequence);
-            inner.requests.publish(request)
-        })
-    }
-
-    /// Sends a request with `publish(inner, client id, sequence)` once a
-    /// server is there, and files the call.
-    fn send(
-        &self,
-        publish: impl FnOnce(&ClientInner<S>, u64, i64) -> Result<(), PublishError>,
-    ) -> Result<PendingCall<S>, CallError> {
-        let inner = &self.inner;
-        // Servers as listed, without scanning for dead processes (that costs
-        // a directory walk per call): a call to a server that died unnoticed
-        // ends with `ServerGone` within a liveness slice.
-        if inner.requests.listed_subscription_count() + inner.requests.network_subscription_count() == 0 {
-            return Err(CallError::NoServer { service: inner.name.clone() });
-        }
-        inner.collect(Duration::ZERO)?;
-        let sequence = inner.next_sequence.fetch_add(1, Ordering::Relaxed);
-        lock(&inner.calls).insert(sequence, None);
-        let pending = PendingCall { client: inner.clone(), sequence };
-        publish(inner, inner.id, sequence)?;
-        Ok(pending)
+            requests.publish(request)
+        })?;
+        Ok(PendingCall { pending })
     }
 }
 
-impl<S: ServiceType> ClientInner<S> {
-    fn server_count(&self) -> usize {
-        self.requests.subscription_count() + self.requests.network_subscription_count()
+/// The request publisher as its client sees it: how many servers read it.
+pub(crate) trait Servers: Send + Sync {
+    /// Servers as listed, without scanning for dead processes.
+    fn listed(&self) -> usize;
+    /// Servers alive now (those of dead processes cleaned up first).
+    fn alive(&self) -> usize;
+}
+
+impl<M: Message> Servers for Publisher<M> {
+    fn listed(&self) -> usize {
+        self.listed_subscription_count() + self.network_subscription_count()
+    }
+    fn alive(&self) -> usize {
+        self.subscription_count() + self.network_subscription_count()
+    }
+}
+
+/// The reply subscription as its client sees it: replies and the call each
+/// answers.
+pub(crate) trait Replies: Send + Sync {
+    type Reply: Send;
+    /// The next reply, waiting up to `timeout` (zero: only one queued now).
+    fn take_reply(&self, timeout: Duration) -> Result<Option<(RequestId, Self::Reply)>, TakeError>;
+}
+
+impl<M: Message> Replies for Subscription<Envelope<M>> {
+    type Reply = Sample<M>;
+    fn take_reply(&self, timeout: Duration) -> Result<Option<(RequestId, Sample<M>)>, TakeError> {
+        let taken = if timeout.is_zero() { self.try_take()? } else { self.take(timeout)? };
+        Ok(taken.map(|Sample { msg: Envelope { client, sequence, body }, info }| {
+            (RequestId { client, sequence }, Sample { msg: body, info })
+        }))
+    }
+}
+
+/// A client's state, typed or generic: its ends, its id, and its pending calls.
+pub(crate) struct ClientInner<Q, P: Replies> {
+    pub(crate) name: String,
+    /// This client's id in request headers: servers answer with it, and the
+    /// client keeps only the replies that carry it.
+    id: u64,
+    next_sequence: AtomicI64,
+    pub(crate) requests: Q,
+    pub(crate) replies: P,
+    /// The calls waiting for their reply, by sequence number; `Some` once
+    /// the reply came and before the call collected it.
+    calls: Mutex<HashMap<i64, Option<P::Reply>>>,
+}
+
+/// How long a waiting call blocks in one take before it looks again at its
+/// servers: a server that went away ends the call within this time.
+const LIVENESS_SLICE: Duration = Duration::from_millis(50);
+
+impl<Q: Servers, P: Replies> ClientInner<Q, P> {
+    pub(crate) fn new(name: String, requests: Q, replies: P) -> Arc<Self> {
+        Arc::new(ClientInner {
+            name,
+            id: client_id(),
+            next_sequence: AtomicI64::new(1),
+            requests,
+            replies,
+            calls: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn server_count(&self) -> usize {
+        self.requests.alive()
+    }
+
+    pub(crate) fn wait_for_service(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.server_count() > 0 {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Sends a request with `publish(requests, client id, sequence)` once a
+    /// server is there, and files the call.
+    pub(crate) fn send(
+        self: &Arc<Self>,
+        publish: impl FnOnce(&Q, u64, i64) -> Result<(), PublishError>,
+    ) -> Result<Pending<Q, P>, CallError> {
+        // Servers as listed, without scanning for dead processes (that costs
+        // a directory walk per call): a call to a server that died unnoticed
+        // ends with `ServerGone` within a liveness slice.
+        if self.requests.listed() == 0 {
+            return Err(CallError::NoServer { service: self.name.clone() });
+        }
+        self.collect(Duration::ZERO)?;
+        let sequence = self.next_sequence.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).insert(sequence, None);
+        let pending = Pending { client: self.clone(), sequence };
+        publish(&self.requests, self.id, sequence)?;
+        Ok(pending)
     }
 
     /// Takes the replies queued now, or waits up to `timeout` for one, and
     /// files those of this client's pending calls; others' are dropped.
     fn collect(&self, timeout: Duration) -> Result<(), CallError> {
-        let mut next = self.replies.take(timeout)?;
-        while let Some(reply) = next {
-            let Sample { msg: Envelope { client, sequence, body }, info } = reply;
-            if client == self.id {
-                if let Some(slot @ None) = lock(&self.calls).get_mut(&sequence) {
-                    *slot = Some(Sample { msg: body, info });
+        let mut next = self.replies.take_reply(timeout)?;
+        while let Some((id, reply)) = next {
+            if id.client == self.id {
+                if let Some(slot @ None) = lock(&self.calls).get_mut(&id.sequence) {
+                    *slot = Some(reply);
                 }
             }
-            next = self.replies.try_take()?;
+            next = self.replies.take_reply(Duration::ZERO)?;
         }
         Ok(())
     }
 }
 
-/// A call sent with [`Client::call_async`], waiting for its reply. Dropping
+/// A call waiting for its reply, of a typed or a generic client. Dropping
 /// it forgets the call: a reply that comes later is dropped.
-pub struct PendingCall<S: ServiceType> {
-    client: Arc<ClientInner<S>>,
+pub(crate) struct Pending<Q: Servers, P: Replies> {
+    client: Arc<ClientInner<Q, P>>,
     sequence: i64,
 }
 
-impl<S: ServiceType> std::fmt::Debug for PendingCall<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PendingCall<{}>({} #{})", S::TYPE_NAME, self.client.name, self.sequence)
-    }
-}
-
-impl<S: ServiceType> PendingCall<S> {
-    /// The call's sequence number, as the request header carries it.
-    pub fn sequence(&self) -> i64 {
+impl<Q: Servers, P: Replies> Pending<Q, P> {
+    pub(crate) fn sequence(&self) -> i64 {
         self.sequence
     }
 
-    /// The reply, if it came.
-    pub fn try_get(&mut self) -> Result<Option<Sample<S::Response>>, CallError> {
+    pub(crate) fn service_name(&self) -> &str {
+        &self.client.name
+    }
+
+    pub(crate) fn try_get(&mut self) -> Result<Option<P::Reply>, CallError> {
         self.client.collect(Duration::ZERO)?;
         Ok(self.take_filed())
     }
 
-    /// Waits up to `timeout` for the reply (see [`Client::call`] for the errors).
-    pub fn wait(mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
-        self.wait_for(timeout)
-    }
-
-    /// As [`wait`](Self::wait), but the call stays pending after
-    /// [`CallError::Timeout`]: wait for it again, or drop it to forget it
-    /// (what the C ABI's `freight_pending_call_wait` needs).
-    pub fn wait_for(&mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+    pub(crate) fn wait_for(&mut self, timeout: Duration) -> Result<P::Reply, CallError> {
         let deadline = Instant::now() + timeout;
         let mut looked = Instant::now();
         loop {
@@ -647,14 +684,50 @@ impl<S: ServiceType> PendingCall<S> {
         }
     }
 
-    fn take_filed(&mut self) -> Option<Sample<S::Response>> {
+    fn take_filed(&mut self) -> Option<P::Reply> {
         lock(&self.client.calls).get_mut(&self.sequence).and_then(Option::take)
     }
 }
 
-impl<S: ServiceType> Drop for PendingCall<S> {
+impl<Q: Servers, P: Replies> Drop for Pending<Q, P> {
     fn drop(&mut self) {
         lock(&self.client.calls).remove(&self.sequence);
+    }
+}
+
+/// A call sent with [`Client::call_async`], waiting for its reply. Dropping
+/// it forgets the call: a reply that comes later is dropped.
+pub struct PendingCall<S: ServiceType> {
+    pending: Pending<TypedRequests<S>, TypedReplies<S>>,
+}
+
+impl<S: ServiceType> std::fmt::Debug for PendingCall<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingCall<{}>({} #{})", S::TYPE_NAME, self.pending.service_name(), self.pending.sequence())
+    }
+}
+
+impl<S: ServiceType> PendingCall<S> {
+    /// The call's sequence number, as the request header carries it.
+    pub fn sequence(&self) -> i64 {
+        self.pending.sequence()
+    }
+
+    /// The reply, if it came.
+    pub fn try_get(&mut self) -> Result<Option<Sample<S::Response>>, CallError> {
+        self.pending.try_get()
+    }
+
+    /// Waits up to `timeout` for the reply (see [`Client::call`] for the errors).
+    pub fn wait(mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+        self.wait_for(timeout)
+    }
+
+    /// As [`wait`](Self::wait), but the call stays pending after
+    /// [`CallError::Timeout`]: wait for it again, or drop it to forget it
+    /// (what the C ABI's `freight_pending_call_wait` needs).
+    pub fn wait_for(&mut self, timeout: Duration) -> Result<Sample<S::Response>, CallError> {
+        self.pending.wait_for(timeout)
     }
 }
 

@@ -9,7 +9,7 @@ use iceoryx2::prelude::*;
 use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
 use crate::error::{ShmError, WaitError};
-use crate::generic::GenericSubscription;
+use crate::generic::{GenericClient, GenericServiceServer, GenericSubscription};
 use crate::service::{Client, ServiceServer};
 use crate::subscription::Subscription;
 use crate::topic::Ipc;
@@ -75,6 +75,18 @@ impl<'a> WaitSet<'a> {
     /// Adds a client's replies; returns its index in [`WaitOutcome::Ready`]
     /// (ready: a reply came, for one of its pending calls or another client's).
     pub fn add_client<S: ServiceType>(&mut self, client: &'a Client<S>) -> usize {
+        self.subs.push(client.replies_receiver());
+        self.subs.len() - 1
+    }
+
+    /// Adds a generic service's requests (see [`add_service`](Self::add_service)).
+    pub fn add_generic_service(&mut self, server: &'a GenericServiceServer) -> usize {
+        self.subs.push(&server.requests.inner);
+        self.subs.len() - 1
+    }
+
+    /// Adds a generic client's replies (see [`add_client`](Self::add_client)).
+    pub fn add_generic_client(&mut self, client: &'a GenericClient) -> usize {
         self.subs.push(client.replies_receiver());
         self.subs.len() - 1
     }

@@ -22,6 +22,7 @@ use freight::{
     Buffer, Context, DdsConfig, LoanError, Message, Node, PublishError, PublisherOptions, SubscriptionOptions,
     Transport,
 };
+use freight::{CallError, Sample, ServiceOptions, ServiceType};
 use freight_msg::message::InlineBuffers;
 use freight_msg::CdrWriter;
 use freight_testkit::{other_host_available, OTHER_HOST_MOUNTS};
@@ -161,6 +162,160 @@ fn generic_and_typed_endpoints_meet_in_one_process() {
     assert!(typed_sub.try_take().unwrap().is_none(), "a refused message was delivered");
 }
 
+freight::message! {
+    /// Bytes to sum.
+    pub struct SumRequest = "freight_test/srv/Sum_Request" {
+        pub salt: u64,
+        pub data: Buffer<u8>,
+    }
+}
+
+freight::message! {
+    /// The sum plus the salt, a word, and the bytes reversed.
+    pub struct SumResponse = "freight_test/srv/Sum_Response" {
+        pub sum: u64,
+        pub word: String,
+        pub reversed: Buffer<u8>,
+    }
+}
+
+/// A service with a buffer each way.
+pub struct Sum;
+
+impl ServiceType for Sum {
+    const TYPE_NAME: &'static str = "freight_test/srv/Sum";
+    type Request = SumRequest;
+    type Response = SumResponse;
+}
+
+fn sum(request: Sample<SumRequest>) -> SumResponse {
+    let bytes = request.data.as_bytes().expect("host bytes");
+    let reversed: Vec<u8> = bytes.iter().rev().copied().collect();
+    SumResponse {
+        sum: bytes.iter().map(|&b| u64::from(b)).sum::<u64>() + request.salt,
+        word: "typed".into(),
+        reversed: Buffer::from(reversed),
+    }
+}
+
+fn sum_layouts() -> (Arc<MessageLayout>, Arc<MessageLayout>) {
+    let eight = || FieldKind::Single(Item::Number(Number::Eight));
+    let bytes = || FieldKind::Buffer(ElementInfo::of::<u8>());
+    let request =
+        MessageLayout::new(SumRequest::TYPE_NAME, SumRequest::TYPE_HASH, StructLayout::new(vec![eight(), bytes()]));
+    let response = MessageLayout::new(
+        SumResponse::TYPE_NAME,
+        SumResponse::TYPE_HASH,
+        StructLayout::new(vec![eight(), FieldKind::Single(Item::String), bytes()]),
+    );
+    (Arc::new(request), Arc::new(response))
+}
+
+/// A generic message of `layout` from the typed `msg`'s CDR.
+fn generic<M: Message>(layout: &Arc<MessageLayout>, msg: &M) -> GenericMessage {
+    GenericMessage::read(layout.clone(), &msg.to_cdr().unwrap(), &mut InlineBuffers).unwrap()
+}
+
+/// A typed message from a generic one's CDR.
+fn typed<M: Message>(msg: &GenericMessage) -> M {
+    M::from_cdr_with(&msg.to_cdr().unwrap(), &mut InlineBuffers).unwrap()
+}
+
+/// The small fields of `msg` with its buffers as ordinals 0, 1, …: what a
+/// loan is published with.
+fn ordinal_fields<M: Message>(layout: &Arc<MessageLayout>, msg: &M) -> Vec<u8> {
+    generic(layout, msg).fields().to_vec()
+}
+
+fn data(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn generic_and_typed_service_ends_call_each_other_in_one_process() {
+    let node = node("generic_services");
+    let (rq, rs) = sum_layouts();
+
+    // A generic client of a typed service, by copy and by loan.
+    let name = topic("typed_server");
+    let mut service = node.create_service::<Sum>(&name, sum).unwrap();
+    let client = node.create_generic_client(&name, rq.clone(), rs.clone(), ServiceOptions::default()).unwrap();
+    assert!(client.wait_for_service(T));
+    let pending = client.call_async(&generic(&rq, &SumRequest { salt: 5, data: Buffer::from(data(1000)) })).unwrap();
+    service.serve(T).unwrap();
+    let reply: SumResponse = typed(&pending.wait(T).unwrap());
+    assert_eq!(reply.sum, data(1000).iter().map(|&b| u64::from(b)).sum::<u64>() + 5);
+    assert_eq!(reply.reversed.as_bytes().unwrap(), data(1000).iter().rev().copied().collect::<Vec<_>>());
+
+    let mut loan = client.loan_request(&[64]).unwrap();
+    loan.write_buffer_from_host(0, 0, &data(64)).unwrap();
+    let fields = ordinal_fields(&rq, &SumRequest { salt: 1, data: Buffer::default() });
+    // SAFETY: the one buffer was written whole.
+    let pending = client.call_loaned(unsafe { loan.assume_init() }, &fields).unwrap();
+    service.serve(T).unwrap();
+    let reply: SumResponse = typed(&pending.wait(T).unwrap());
+    assert_eq!(reply.sum, data(64).iter().map(|&b| u64::from(b)).sum::<u64>() + 1);
+
+    // Of the wrong type: refused before anything is sent.
+    let e = client.call_async(&generic(&rs, &SumResponse::default())).unwrap_err();
+    assert!(e.to_string().contains("freight_test/srv/Sum_Response"), "{e}");
+
+    // A typed client of a generic server, answered by copy and by loan.
+    let name = topic("generic_server");
+    let server = node.create_generic_service_server(&name, rq.clone(), rs.clone(), ServiceOptions::default()).unwrap();
+    let typed_client = node.create_client::<Sum>(&name).unwrap();
+    assert!(typed_client.wait_for_service(T));
+    let pending = typed_client.call_async(SumRequest { salt: 2, data: Buffer::from(data(10)) }).unwrap();
+    let (request, id) = server.take_request(T).unwrap().expect("a request");
+    let request: SumRequest = typed(&request);
+    assert_eq!(request, SumRequest { salt: 2, data: Buffer::from(data(10)) });
+    let answer = SumResponse { sum: 7, word: "generic".into(), reversed: Buffer::from(vec![3, 2, 1]) };
+    server.send_response(id, &generic(&rs, &answer)).unwrap();
+    assert_eq!(*pending.wait(T).unwrap(), answer);
+
+    let pending = typed_client.call_async(SumRequest { salt: 3, data: Buffer::from(data(3)) }).unwrap();
+    let (_, id) = server.take_request(T).unwrap().expect("a request");
+    let mut loan = server.loan_response(&[4]).unwrap();
+    loan.write_buffer_from_host(0, 0, &[9, 8, 7, 6]).unwrap();
+    let fields = ordinal_fields(&rs, &SumResponse { sum: 30, word: "loaned".into(), reversed: Buffer::default() });
+    // SAFETY: the one buffer was written whole.
+    server.send_loaned_response(id, unsafe { loan.assume_init() }, &fields).unwrap();
+    let reply = pending.wait(T).unwrap();
+    assert_eq!((reply.sum, reply.word.as_str()), (30, "loaned"));
+    assert_eq!(reply.reversed.as_bytes().unwrap(), [9, 8, 7, 6]);
+}
+
+#[test]
+fn a_generic_client_calls_a_typed_server_in_another_process_and_sees_it_die() {
+    const TEST: &str = "a_generic_client_calls_a_typed_server_in_another_process_and_sees_it_die";
+    if child() {
+        return;
+    }
+    let name = topic("service_processes");
+    let node = node("generic_client_parent");
+    let (rq, rs) = sum_layouts();
+    let client = node.create_generic_client(&name, rq.clone(), rs, ServiceOptions::default()).unwrap();
+    assert!(matches!(client.call_async(&generic(&rq, &SumRequest::default())), Err(CallError::NoServer { .. })));
+    let mut peer = Peer::spawn(TEST, "typed_server", &name, None);
+    peer.expect("READY");
+    assert!(client.wait_for_service(T));
+    for len in [0, 1 << 20] {
+        let reply = client.call(&generic(&rq, &SumRequest { salt: 9, data: Buffer::from(data(len)) }), T).unwrap();
+        assert_eq!(reply.info.transport, Transport::Shm);
+        let reply: SumResponse = typed(&reply);
+        assert_eq!(reply.sum, data(len).iter().map(|&b| u64::from(b)).sum::<u64>() + 9);
+        assert_eq!(reply.word, "typed");
+    }
+    // A server that dies mid-call: the call ends promptly with a typed error.
+    peer.expect_nothing_more();
+    let _ = peer.child.kill();
+    let _ = peer.child.wait();
+    let started = Instant::now();
+    let e = client.call(&generic(&rq, &SumRequest::default()), T);
+    assert!(matches!(e, Err(CallError::ServerGone { .. } | CallError::NoServer { .. })), "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+}
+
 // ---------------------------------------------------------------------------
 // Children
 // ---------------------------------------------------------------------------
@@ -200,6 +355,13 @@ impl Peer {
             }
         });
         Peer { child, lines }
+    }
+
+    /// Fails if the peer said more than was expected of it.
+    fn expect_nothing_more(&self) {
+        if let Ok(line) = self.lines.try_recv() {
+            panic!("peer said {line:?}");
+        }
     }
 
     fn expect(&self, prefix: &str) -> String {
@@ -265,6 +427,16 @@ fn child() -> bool {
                 let ok = *image_n == image(n, 1 << 20) && image_n.info().transport == Transport::Network;
                 println!("{MARK}GOT {n} {}", if ok { "OK" } else { "WRONG" });
             }
+        }
+        // Serves Sum until stdin closes.
+        "typed_server" => {
+            let node = node("gen_child");
+            let mut service = node.create_service::<Sum>(&t, sum).expect("service");
+            println!("{MARK}READY");
+            while done.try_recv().is_err() {
+                service.serve(Duration::from_millis(20)).expect("serve");
+            }
+            return true;
         }
         other => panic!("unknown role {other}"),
     }

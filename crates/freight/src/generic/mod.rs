@@ -9,6 +9,8 @@
 //! and match typed endpoints of the same definition, since the layout
 //! carries their type hash. The one thing they skip is the in-process
 //! hand-over of a typed message by pointer, which needs the Rust type.
+//! Services of a run-time type are [`GenericServiceServer`] and
+//! [`GenericClient`].
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -50,6 +52,7 @@ use std::time::Duration;
 pub use freight_msg::generic::{FieldKind, GenericMessage, Item, MessageLayout, Number, StructLayout};
 pub use freight_msg::ElementInfo;
 use freight_msg::{BackendKind, DeviceView, RawBuffer};
+pub use service::{GenericClient, GenericPendingCall, GenericServiceServer};
 
 use crate::delivery::{decode_frame, decode_network, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError, TakeError};
@@ -60,6 +63,8 @@ use crate::sample::MessageInfo;
 use crate::subscription::{take_within, SubscriptionOptions};
 use crate::sync::lock;
 
+mod service;
+
 impl Node {
     /// Creates a publisher of the type `layout` describes on `topic`.
     pub fn create_generic_publisher(
@@ -69,11 +74,7 @@ impl Node {
         qos: impl Into<QoS>,
         options: PublisherOptions,
     ) -> Result<GenericPublisher, CreateError> {
-        let topic = self.resolve_topic_name(topic)?;
-        let ty = message_type(&layout);
-        let sender =
-            Sender::open(self, &topic, qos.into(), options.backend, options.meta_reserve, &ty, FullQueues::ByQos)?;
-        Ok(GenericPublisher { sender, layout, type_name: ty.name })
+        GenericPublisher::create(self, &self.resolve_topic_name(topic)?, layout, qos.into(), options, FullQueues::ByQos)
     }
 
     /// Creates a subscription to the type `layout` describes on `topic`.
@@ -84,10 +85,7 @@ impl Node {
         qos: impl Into<QoS>,
         options: SubscriptionOptions,
     ) -> Result<GenericSubscription, CreateError> {
-        let topic = self.resolve_topic_name(topic)?;
-        let ty = message_type(&layout);
-        let inner = Receiver::open(self, &topic, qos.into(), options.accepted_backends, options.wait, &ty)?;
-        Ok(GenericSubscription { inner, layout, type_name: ty.name })
+        GenericSubscription::create(self, &self.resolve_topic_name(topic)?, layout, qos.into(), options)
     }
 }
 
@@ -135,6 +133,21 @@ impl std::fmt::Debug for GenericPublisher {
 }
 
 impl GenericPublisher {
+    /// A publisher on the fully qualified `topic`, with what a publish does
+    /// with a full queue.
+    pub(crate) fn create(
+        node: &Node,
+        topic: &str,
+        layout: Arc<MessageLayout>,
+        qos: QoS,
+        options: PublisherOptions,
+        full_queues: FullQueues,
+    ) -> Result<Self, CreateError> {
+        let ty = message_type(&layout);
+        let sender = Sender::open(node, topic, qos, options.backend, options.meta_reserve, &ty, full_queues)?;
+        Ok(GenericPublisher { sender, layout, type_name: ty.name })
+    }
+
     /// The topic, fully qualified.
     pub fn topic_name(&self) -> &str {
         &self.sender.topic
@@ -149,6 +162,12 @@ impl GenericPublisher {
     /// [`Publisher::subscription_count`](crate::Publisher::subscription_count)).
     pub fn subscription_count(&self) -> usize {
         self.sender.subscription_count()
+    }
+
+    /// Subscriptions the topic lists now, without removing those of dead
+    /// processes first.
+    pub(crate) fn listed_subscription_count(&self) -> usize {
+        self.sender.listed_subscriptions()
     }
 
     /// DDS readers matched that are not freight on this host (see
@@ -299,6 +318,19 @@ impl std::ops::Deref for GenericSample {
 }
 
 impl GenericSubscription {
+    /// A subscription on the fully qualified `topic`.
+    pub(crate) fn create(
+        node: &Node,
+        topic: &str,
+        layout: Arc<MessageLayout>,
+        qos: QoS,
+        options: SubscriptionOptions,
+    ) -> Result<Self, CreateError> {
+        let ty = message_type(&layout);
+        let inner = Receiver::open(node, topic, qos, options.accepted_backends, options.wait, &ty)?;
+        Ok(GenericSubscription { inner, layout, type_name: ty.name })
+    }
+
     /// The topic, fully qualified.
     pub fn topic_name(&self) -> &str {
         &self.inner.topic
