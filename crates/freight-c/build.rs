@@ -1,6 +1,5 @@
-//! Lists the built-in message and service types that C and C++ endpoints
-//! are made of, with the messages' definitions (`src/types.rs` and
-//! `src/message_types.rs` include them), and gives
+//! Writes the definitions of the built-in message types that C and C++
+//! endpoints are made of (`src/message_types.rs` includes them), and gives
 //! `libfreight_c.so` a SONAME, so that programs linked against it by path
 //! (CMake's imported target does) record `libfreight_c.so` as what they need
 //! and find it through their RPATH or the loader's path, not by the absolute
@@ -12,13 +11,12 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let built_ins = freight_msg_gen::Builder::built_ins();
+    // Their Rust types, which the tests compare the layouts with.
     if let Err(e) = built_ins.generate_type_list(out.join("built_ins.rs"), "dispatch") {
         panic!("listing the built-in messages from the workspace's interfaces/: {e}");
     }
-    if let Err(e) = built_ins.generate_service_list(out.join("built_in_services.rs"), "dispatch") {
-        panic!("listing the built-in services from the workspace's interfaces/: {e}");
-    }
-    // The definitions of the built-in messages, which C endpoints are made of.
+    // The definitions of the built-in messages and services' halves, which C
+    // endpoints are made of.
     if let Err(e) = built_ins.generate_schema_table(out.join("schemas.rs")) {
         panic!("the schemas of the built-in messages from the workspace's interfaces/: {e}");
     }

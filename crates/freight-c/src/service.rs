@@ -161,7 +161,7 @@ pub unsafe extern "C" fn freight_service_server_create(
     guard(|| {
         // SAFETY (both): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let server = (maker.server)(node.node(), name)?;
+        let server = maker.server(node.node(), name)?;
         unsafe { hand_out(out, FreightServiceServer(server)) }
     })
 }
@@ -255,7 +255,7 @@ pub unsafe extern "C" fn freight_node_create_service_callback(
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
         // SAFETY (both): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let server = FreightServiceServer((maker.server)(node.node(), name)?);
+        let server = FreightServiceServer(maker.server(node.node(), name)?);
         let entry: Arc<dyn Dispatch> = Arc::new(CallbackService { server, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);
         unsafe { hand_out(out, FreightCallbackService { _entry: entry }) }
@@ -288,7 +288,7 @@ pub unsafe extern "C" fn freight_client_create(
     guard(|| {
         // SAFETY (both): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let client = (maker.client)(node.node(), name)?;
+        let client = maker.client(node.node(), name)?;
         unsafe { hand_out(out, FreightClient(client)) }
     })
 }
@@ -455,7 +455,11 @@ mod tests {
             assert_eq!(freight_node_create(ctx, c"c_services".as_ptr(), std::ptr::null(), &mut node), Status::Ok);
             let status = freight_service_server_create(node, c"my_srvs/srv/Move".as_ptr(), c"/m".as_ptr(), &mut server);
             assert_eq!(status, Status::Type);
-            assert!(last().contains("\"my_srvs/srv/Move\" is not one of freight's"), "{}", last());
+            assert!(
+                last().contains("\"my_srvs/srv/Move\" is neither one of freight's built-in services"),
+                "{}",
+                last()
+            );
             // A message type is not a service type.
             let status = freight_client_create(node, c"std_msgs/msg/String".as_ptr(), c"/m".as_ptr(), &mut client);
             assert_eq!(status, Status::Type);

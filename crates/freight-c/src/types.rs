@@ -1,30 +1,25 @@
 //! Endpoints of a message or service type named at run time: the C ABI names
-//! a type as a string (`"sensor_msgs/msg/Image"`, `"std_srvs/srv/SetBool"`),
-//! and this module finds the built-in Rust type of that name and makes its
-//! publisher, subscription, service server or client, behind object-safe
-//! traits.
+//! a type as a string (`"sensor_msgs/msg/Image"`, `"std_srvs/srv/SetBool"`,
+//! or one of the user's own registered first), and this module makes the
+//! core's generic publisher, subscription, service server or client of its
+//! layout (`message_types.rs`), with the operations C needs of each.
 //!
 //! Across the boundary a message is its small fields as CDR (the encoding of
 //! freight's frames: each buffer field written as its ordinal, a `u32`) and
 //! its buffers as memory ranges. The C++ types of `freight/msgs/` write and
-//! read exactly that; here the Rust type decodes it with the buffers put in
-//! place, and encodes a received message the same way.
+//! read exactly that, and so do the generic endpoints: the small fields go
+//! into a frame as they are and come out of one the same way.
 
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
 use freight::generic::{
-    GenericLoanUninit, GenericMessage, GenericPublisher, GenericSample, GenericSubscription, MessageLayout,
+    GenericClient, GenericLoanUninit, GenericMessage, GenericPendingCall, GenericPublisher, GenericSample,
+    GenericServiceServer, GenericSubscription, MessageLayout,
 };
-use freight::{
-    Client, Message, Node, PendingCall, PublisherOptions, QoS, RequestId, Sample, ServiceServer, SubscriptionOptions,
-    WaitSet,
-};
-use freight_msg::{
-    BackendKind, BufferDecoder, BufferEncoder, BufferStorage, CdrReader, CdrWriter, DecodeError, ElementInfo,
-    EncodeError, RawBuffer, ServiceType,
-};
+use freight::{Node, PublisherOptions, QoS, RequestId, ServiceOptions, SubscriptionOptions, WaitSet};
+use freight_msg::{BackendKind, BufferStorage, RawBuffer};
 
 use crate::error::{Failure, Status};
 
@@ -78,9 +73,9 @@ pub(crate) trait AnySubscription: Send + Sync {
 }
 
 /// A received message: its small fields as CDR with buffer ordinals, and its
-/// buffers, alive as long as `sample` is.
+/// buffers, whose memory stays alive as long as `held` does.
 pub(crate) struct AnySample {
-    sample: Box<dyn HeldSample>,
+    held: Vec<RawBuffer>,
     pub(crate) fields: Vec<u8>,
     pub(crate) buffers: Vec<FreightSampleBuffer>,
     pub(crate) info: freight::MessageInfo,
@@ -102,28 +97,11 @@ impl AnySample {
     /// Orders work later submitted to `stream` after the writes of every
     /// device buffer of the message (host memory needs none).
     pub(crate) fn order_on_stream(&self, stream: u64) -> Result<(), Failure> {
-        let mut result = Ok(());
-        let mut i = 0;
-        self.sample.visit_raws(&mut |raw| {
-            if result.is_ok() {
-                result = raw
-                    .order_on_stream(stream)
-                    .map_err(|e| Failure::new(Status::Take, format!("ordering a stream after buffer {i}: {e}")));
-            }
-            i += 1;
-        });
-        result
-    }
-}
-
-/// A sample of some type, held for the memory its buffers are in.
-trait HeldSample: Send {
-    fn visit_raws(&self, f: &mut dyn FnMut(&RawBuffer));
-}
-
-impl<M: Message> HeldSample for Sample<M> {
-    fn visit_raws(&self, f: &mut dyn FnMut(&RawBuffer)) {
-        self.visit_buffers(f);
+        for (i, raw) in self.held.iter().enumerate() {
+            raw.order_on_stream(stream)
+                .map_err(|e| Failure::new(Status::Take, format!("ordering a stream after buffer {i}: {e}")))?;
+        }
+        Ok(())
     }
 }
 
@@ -162,8 +140,8 @@ pub(crate) fn maker(type_name: &str) -> Result<EndpointMaker, Failure> {
     Ok(EndpointMaker(crate::message_types::layout_of(type_name)?))
 }
 
-/// A service server of some built-in service type: requests as samples,
-/// responses from fields and buffers.
+/// A service server as C sees it: requests as samples, responses from
+/// fields and buffers.
 pub(crate) trait AnyServer: Send + Sync {
     /// The next request and the id to answer it with, waiting up to `timeout`
     /// (zero: only one queued now).
@@ -175,7 +153,7 @@ pub(crate) trait AnyServer: Send + Sync {
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize;
 }
 
-/// A client of some built-in service type.
+/// A client as C sees it.
 pub(crate) trait AnyClient: Send + Sync {
     /// Sends the request whose small fields are `fields` and whose buffers
     /// are `buffers`; the pending call collects the reply.
@@ -191,78 +169,82 @@ pub(crate) trait AnyPendingCall: Send {
     fn wait_for(&mut self, timeout: Duration) -> Result<AnySample, Failure>;
 }
 
-/// Makes a service endpoint of one type: on a node, with a service name.
-type MakeService<E> = fn(&Node, &str) -> Result<Box<E>, Failure>;
-
-/// Makes service servers and clients of one type.
+/// Makes service servers and clients of one type, built in or registered:
+/// the core's generic ones, of the layouts of its request and response.
 pub(crate) struct ServiceMaker {
-    pub(crate) server: MakeService<dyn AnyServer>,
-    pub(crate) client: MakeService<dyn AnyClient>,
+    request: Arc<MessageLayout>,
+    response: Arc<MessageLayout>,
 }
 
-/// The maker of the built-in service `type_name` (`"std_srvs/srv/SetBool"`).
+impl ServiceMaker {
+    pub(crate) fn server(&self, node: &Node, name: &str) -> Result<Box<dyn AnyServer>, Failure> {
+        let (rq, rs) = (self.request.clone(), self.response.clone());
+        Ok(Box::new(node.create_generic_service_server(name, rq, rs, ServiceOptions::default())?))
+    }
+
+    pub(crate) fn client(&self, node: &Node, name: &str) -> Result<Box<dyn AnyClient>, Failure> {
+        let (rq, rs) = (self.request.clone(), self.response.clone());
+        Ok(Box::new(node.create_generic_client(name, rq, rs, ServiceOptions::default())?))
+    }
+}
+
+/// The maker of the service `type_name` (`"std_srvs/srv/SetBool"`): its
+/// request and response types (`…/SetBool_Request`, `…/SetBool_Response`)
+/// are built in or registered.
 pub(crate) fn service_maker(type_name: &str) -> Result<ServiceMaker, Failure> {
-    fn of<S: ServiceType>() -> ServiceMaker {
-        ServiceMaker {
-            server: |node, name| Ok(Box::new(node.create_service_server::<S>(name)?)),
-            client: |node, name| Ok(Box::new(node.create_client::<S>(name)?)),
-        }
-    }
-    macro_rules! dispatch {
-        ($($t:ty),* $(,)?) => {
-            match type_name {
-                $(name if name == <$t as ServiceType>::TYPE_NAME => Ok(of::<$t>()),)*
-                other => Err(Failure::new(
-                    Status::Type,
-                    format!(
-                        "{other:?} is not one of freight's {} built-in service types (freight/msgs/<package>.hpp); \
-                         C and C++ services of other types are not supported yet",
-                        [$(<$t as ServiceType>::TYPE_NAME),*].len()
-                    ),
-                )),
-            }
-        };
-    }
-    // Every built-in service type, generated by `build.rs`.
-    include!(concat!(env!("OUT_DIR"), "/built_in_services.rs"))
+    let half = |suffix: &str| {
+        let name = format!("{type_name}_{suffix}");
+        crate::message_types::layout_of(&name).map_err(|_| {
+            Failure::new(
+                Status::Type,
+                format!(
+                    "{type_name:?} is neither one of freight's built-in services (freight/msgs/<package>.hpp) nor \
+                     registered: register its request and response types ({name:?} and its other half) with \
+                     freight_type_register (the C++ API does it for the types `freight msg cpp` generates)"
+                ),
+            )
+        })
+    };
+    Ok(ServiceMaker { request: half("Request")?, response: half("Response")? })
 }
 
-impl<S: ServiceType> AnyServer for ServiceServer<S> {
+impl AnyServer for GenericServiceServer {
     fn take_request(&self, timeout: Duration) -> Result<Option<(AnySample, RequestId)>, Failure> {
-        match ServiceServer::take_request(self, timeout)? {
-            Some((sample, id)) => Ok(Some((split(sample)?, id))),
-            None => Ok(None),
-        }
+        Ok(GenericServiceServer::take_request(self, timeout)?.map(|(sample, id)| (split_generic(sample), id)))
     }
 
     fn send_response(&self, id: RequestId, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure> {
-        let response = decode_copied::<S::Response>(fields, buffers)?;
-        Ok(ServiceServer::send_response(self, id, response)?)
+        lend_to_copy(buffers, |raws| {
+            let response = GenericMessage::new(self.response_layout().clone(), fields.to_vec(), raws)?;
+            Ok(GenericServiceServer::send_response(self, id, &response)?)
+        })
     }
 
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize {
-        waitset.add_service(self)
+        waitset.add_generic_service(self)
     }
 }
 
-impl<S: ServiceType> AnyClient for Client<S> {
+impl AnyClient for GenericClient {
     fn call_async(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<Box<dyn AnyPendingCall>, Failure> {
-        let request = decode_copied::<S::Request>(fields, buffers)?;
-        Ok(Box::new(Client::call_async(self, request)?))
+        lend_to_copy(buffers, |raws| {
+            let request = GenericMessage::new(self.request_layout().clone(), fields.to_vec(), raws)?;
+            Ok(Box::new(GenericClient::call_async(self, &request)?) as Box<dyn AnyPendingCall>)
+        })
     }
 
     fn wait_for_service(&self, timeout: Duration) -> bool {
-        Client::wait_for_service(self, timeout)
+        GenericClient::wait_for_service(self, timeout)
     }
 
     fn server_count(&self) -> usize {
-        Client::server_count(self)
+        GenericClient::server_count(self)
     }
 }
 
-impl<S: ServiceType> AnyPendingCall for PendingCall<S> {
+impl AnyPendingCall for GenericPendingCall {
     fn wait_for(&mut self, timeout: Duration) -> Result<AnySample, Failure> {
-        split(PendingCall::wait_for(self, timeout)?)
+        Ok(split_generic(GenericPendingCall::wait_for(self, timeout)?))
     }
 }
 
@@ -324,19 +306,12 @@ impl AnySubscription for GenericSubscription {
     }
 }
 
-/// A generic sample's buffers, which keep the memory they view.
-impl HeldSample for Vec<RawBuffer> {
-    fn visit_raws(&self, f: &mut dyn FnMut(&RawBuffer)) {
-        self.iter().for_each(f);
-    }
-}
-
-/// A generic sample as it crosses: its small fields are already what C reads.
+/// A sample as it crosses: its small fields are already what C reads.
 fn split_generic(sample: GenericSample) -> AnySample {
     let info = sample.info;
-    let (fields, raws) = sample.message.into_parts();
-    let buffers = raws.iter().map(sample_buffer).collect();
-    AnySample { sample: Box::new(raws), fields, buffers, info }
+    let (fields, held) = sample.message.into_parts();
+    let buffers = held.iter().map(sample_buffer).collect();
+    AnySample { held, fields, buffers, info }
 }
 
 fn sample_buffer(buf: &RawBuffer) -> FreightSampleBuffer {
@@ -347,25 +322,13 @@ fn sample_buffer(buf: &RawBuffer) -> FreightSampleBuffer {
     }
 }
 
-/// A received message as it crosses: small fields with buffer ordinals, and
-/// the buffers' memory, which the sample keeps.
-fn split<M: Message>(sample: Sample<M>) -> Result<AnySample, Failure> {
-    let mut w = CdrWriter::new();
-    let mut enc = Ordinals::default();
-    sample.write(&mut w, &mut enc).map_err(|e| Failure::new(Status::Internal, e.to_string()))?;
-    let info = *sample.info();
-    Ok(AnySample { sample: Box::new(sample), fields: w.finish(), buffers: enc.buffers, info })
-}
-
-/// Decodes `M` from small-field CDR with buffer ordinals, each buffer a copy
-/// of the caller's memory in `buffers`.
 /// Runs `publish_copy` with the caller's `buffers` as buffers that view
 /// them (no copy into Rust memory first), and checks that nothing kept a
 /// view once it returned.
-fn lend_to_copy(
+fn lend_to_copy<T>(
     buffers: &[&[u8]],
-    publish_copy: impl FnOnce(Vec<RawBuffer>) -> Result<(), Failure>,
-) -> Result<(), Failure> {
+    publish_copy: impl FnOnce(Vec<RawBuffer>) -> Result<T, Failure>,
+) -> Result<T, Failure> {
     let borrowed: Vec<Arc<Borrowed>> =
         buffers.iter().map(|b| Arc::new(Borrowed { ptr: b.as_ptr(), len: b.len() })).collect();
     let views = borrowed.iter().map(|b| RawBuffer::from_storage(b.clone() as Arc<dyn BufferStorage>)).collect();
@@ -411,69 +374,5 @@ impl BufferStorage for Borrowed {
         // and this storage does not outlive it (checked there). An empty C
         // buffer may come with any pointer, null included.
         Some(if self.len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(self.ptr, self.len) } })
-    }
-}
-
-fn decode_copied<M: Message>(fields: &[u8], buffers: &[&[u8]]) -> Result<M, Failure> {
-    let mut copies = buffers.iter().map(|b| freight::Buffer::from(b.to_vec()).raw().clone());
-    decode::<M>(fields, &mut |_| copies.next())
-}
-
-/// Decodes `M` from small-field CDR with buffer ordinals, each buffer from
-/// `buffer(ordinal)`, which must give one for each ordinal, in order.
-fn decode<M: Message>(fields: &[u8], buffer: &mut dyn FnMut(u32) -> Option<RawBuffer>) -> Result<M, Failure> {
-    let mut given = 0u32;
-    let msg = M::from_cdr_with(fields, &mut FromOrdinals { next: 0, buffer, given: &mut given })?;
-    let mut expected = 0u32;
-    msg.visit_buffers(&mut |_| expected += 1);
-    if given != expected {
-        return Err(Failure::new(
-            Status::Decode,
-            format!("{} has {expected} buffer field(s), the fields named {given}", M::TYPE_NAME),
-        ));
-    }
-    Ok(msg)
-}
-
-/// Reads each buffer field as its ordinal (due in order) and puts the
-/// caller's buffer in its place.
-struct FromOrdinals<'a> {
-    next: u32,
-    buffer: &'a mut dyn FnMut(u32) -> Option<RawBuffer>,
-    given: &'a mut u32,
-}
-
-impl BufferDecoder for FromOrdinals<'_> {
-    fn read_buffer(&mut self, r: &mut CdrReader<'_>, element: ElementInfo) -> Result<RawBuffer, DecodeError> {
-        let at = r.read_u32()?;
-        let bad = |why: String| r.error(freight_msg::cdr::DecodeErrorKind::Buffer(why));
-        if at != self.next {
-            return Err(bad(format!("buffer {at} where buffer {} was due", self.next)));
-        }
-        self.next += 1;
-        let raw = (self.buffer)(at).ok_or_else(|| bad(format!("buffer {at} was not given")))?;
-        if raw.len_bytes() % element.size != 0 {
-            return Err(bad(format!(
-                "buffer {at}: {} bytes is not a whole number of {}",
-                raw.len_bytes(),
-                element.ros_name
-            )));
-        }
-        *self.given += 1;
-        Ok(raw)
-    }
-}
-
-/// Writes each buffer field as its ordinal, noting its memory.
-#[derive(Default)]
-struct Ordinals {
-    buffers: Vec<FreightSampleBuffer>,
-}
-
-impl BufferEncoder for Ordinals {
-    fn write_buffer(&mut self, w: &mut CdrWriter, buf: &RawBuffer, _: ElementInfo) -> Result<(), EncodeError> {
-        w.write_u32(self.buffers.len() as u32);
-        self.buffers.push(sample_buffer(buf));
-        Ok(())
     }
 }

@@ -1,7 +1,8 @@
-//! A message type of the user's own `.msg` files from C++: its header made
-//! by `freight msg cpp`'s generator, its endpoints the core's generic ones
-//! (the type registered from the definition the header carries), meeting
-//! the generated Rust type of the same file across processes, both ways.
+//! Message and service types of the user's own `.msg` and `.srv` files from
+//! C++: their header made by `freight msg cpp`'s generator, their endpoints
+//! the core's generic ones (the types registered from the definitions the
+//! header carries), meeting the generated Rust types of the same files across
+//! processes, both ways.
 
 mod common;
 
@@ -18,6 +19,8 @@ mod test_pkg {
 }
 
 use test_pkg::freight_test_msgs::msg::{Everything, Inner};
+use test_pkg::freight_test_msgs::srv::{Detect, Detect_Request, Detect_Response};
+use test_pkg::sensor_msgs::msg::Image;
 
 fn topic(name: &str) -> String {
     format!("/cpp_user_{name}_{}", std::process::id())
@@ -121,6 +124,48 @@ fn a_cpp_type_of_a_users_package_meets_the_rust_type_across_processes() {
         assert_eq!(cpp.line(), format!("got shm {}\n", summary(k)));
     }
     cpp.finish("user_types sub");
+    common::remove(&exe);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_cpp_service_of_a_users_srv_answers_rust_and_calls_rust() {
+    let (exe, dir) = compile("services");
+    let node = Context::new().unwrap().create_node("user_services_rust").unwrap();
+
+    // A Rust client of a C++ server: an image in the request, masks back.
+    let name = topic("cpp_server");
+    let client = node.create_client::<Detect>(&name).unwrap();
+    let mut cpp = Program::start(&exe, &["serve", &name]);
+    assert_eq!(cpp.line(), "ready\n");
+    assert!(client.wait_for_service(Duration::from_secs(10)));
+    let pixels: Vec<u8> = (0..1usize << 20).map(|i| (i % 253) as u8).collect();
+    let request = Detect_Request {
+        image: Image { width: 640, data: Buffer::from(pixels.clone()), ..Default::default() },
+        min_score: 0.75,
+    };
+    let reply = client.call(request, Duration::from_secs(10)).unwrap();
+    assert_eq!(reply.count, 640);
+    assert_eq!(reply.masks.as_bytes().unwrap(), pixels.iter().rev().copied().collect::<Vec<_>>());
+    cpp.finish("user_types serve");
+
+    // A C++ client of a Rust server.
+    let name = topic("rust_server");
+    let mut service = node
+        .create_service::<Detect>(&name, |rq| Detect_Response {
+            count: rq.image.width * 10,
+            masks: Buffer::from(vec![rq.image.data.as_bytes().unwrap()[2]; 5]),
+        })
+        .unwrap();
+    let mut cpp = Program::start(&exe, &["call", &name, "2"]);
+    for k in 1..=2u32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while service.serve(Duration::from_millis(50)).unwrap() == 0 {
+            assert!(std::time::Instant::now() < deadline, "the C++ client never called");
+        }
+        assert_eq!(cpp.line(), format!("reply {} 5 {k}\n", k * 10));
+    }
+    cpp.finish("user_types call");
     common::remove(&exe);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -132,6 +132,13 @@ void register_type() {
   check(freight_type_register(T::TYPE_NAME, T::DEFINITION));
 }
 
+// Makes the service S known to freight's core: its request and response types.
+template <typename S>
+void register_service() {
+  register_type<typename S::Request>();
+  register_type<typename S::Response>();
+}
+
 // The C strings of `strings`, valid while they are.
 inline std::vector<const char *> c_strings(const std::vector<std::string> &strings) {
   std::vector<const char *> c;
@@ -721,6 +728,7 @@ public:
     }
     Service<S> service{std::move(call)};
     freight_callback_service *raw = nullptr;
+    detail::register_service<S>();
     detail::check(freight_node_create_service_callback(handle_.get(), S::TYPE_NAME, name.c_str(),
                                                        &Service<S>::trampoline, service.callback_.get(), &raw));
     service.handle_.reset(raw);
@@ -731,6 +739,7 @@ public:
   template <typename S>
   ServiceServer<S> create_service_server(const std::string &name) const {
     freight_service_server *raw = nullptr;
+    detail::register_service<S>();
     detail::check(freight_service_server_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
     return ServiceServer<S>(raw);
   }
@@ -739,6 +748,7 @@ public:
   template <typename S>
   Client<S> create_client(const std::string &name) const {
     freight_client *raw = nullptr;
+    detail::register_service<S>();
     detail::check(freight_client_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
     return Client<S>(raw);
   }

@@ -3,6 +3,8 @@
 //   user_types inproc        publish by copy and by loan, take, compare
 //   user_types pub TOPIC N   N messages by copy, once a subscription matched
 //   user_types sub TOPIC N   takes N messages, prints what they hold
+//   user_types serve NAME    serves freight_test_msgs/srv/Detect until stdin closes
+//   user_types call NAME N   calls Detect N times, prints each reply
 // freight_test_msgs/msg/Everything has every kind of field: nested messages
 // in and out of sequences, fixed arrays, strings, four buffer fields.
 #include "check.hpp"
@@ -16,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+using freight::msgs::freight_test_msgs::Detect;
 using freight::msgs::freight_test_msgs::Everything;
 using freight::msgs::freight_test_msgs::Inner;
 using namespace std::chrono_literals;
@@ -131,15 +134,66 @@ static int subscribe(const std::string &topic, std::uint32_t n) {
   return 0;
 }
 
+// Detect's answer: as many objects as the image is wide, the masks its
+// bytes reversed.
+static Detect::Response detect(const Detect::Request &rq) {
+  Detect::Response r;
+  r.count = rq.image.width;
+  std::vector<std::uint8_t> masks(rq.image.data.size());
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    masks[i] = rq.image.data[masks.size() - 1 - i];
+  }
+  r.masks = masks;
+  return r;
+}
+
+static int serve(const std::string &name) {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_user_server");
+  auto service =
+      node.create_service<Detect>(name, [](const freight::Sample<Detect::Request> &rq) { return detect(*rq); });
+  freight::Executor executor;
+  executor.add_node(node);
+  std::thread stop([&executor] {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+    }
+    executor.cancel();
+  });
+  std::cout << "ready" << std::endl;
+  executor.spin();
+  stop.join();
+  return 0;
+}
+
+static int call(const std::string &name, std::uint32_t n) {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_user_client");
+  auto client = node.create_client<Detect>(name);
+  EXPECT(client.wait_for_service(10s));
+  for (std::uint32_t k = 1; k <= n; ++k) {
+    Detect::Request rq;
+    rq.image.width = k;
+    rq.image.data = std::vector<std::uint8_t>{1, 2, static_cast<std::uint8_t>(k)};
+    rq.min_score = 0.25f;
+    auto reply = client.call(rq, 10s);
+    std::cout << "reply " << reply->count << " " << reply->masks.size() << " " << int(reply->masks[0]) << std::endl;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "inproc") {
     return inproc();
   }
-  if ((mode == "pub" || mode == "sub") && argc == 4) {
+  if ((mode == "pub" || mode == "sub" || mode == "call") && argc == 4) {
     const auto n = static_cast<std::uint32_t>(std::stoul(argv[3]));
-    return mode == "pub" ? publish(argv[2], n) : subscribe(argv[2], n);
+    return mode == "pub" ? publish(argv[2], n) : mode == "sub" ? subscribe(argv[2], n) : call(argv[2], n);
   }
-  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N\n";
+  if (mode == "serve" && argc == 3) {
+    return serve(argv[2]);
+  }
+  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N | serve NAME | call NAME N\n";
   return 2;
 }

@@ -175,6 +175,11 @@ impl GenericServiceServer {
         &self.name
     }
 
+    /// The type of its responses.
+    pub fn response_layout(&self) -> &Arc<MessageLayout> {
+        &self.response
+    }
+
     /// The next request, waiting up to `timeout` for one (zero: only one
     /// queued now), with the id to answer it with.
     pub fn take_request(&self, timeout: Duration) -> Result<Option<(GenericSample, RequestId)>, TakeError> {
@@ -212,6 +217,11 @@ impl GenericClient {
     /// The service, fully qualified.
     pub fn service_name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The type of its requests.
+    pub fn request_layout(&self) -> &Arc<MessageLayout> {
+        &self.request
     }
 
     /// Servers of the service now (see [`Client::server_count`](crate::Client::server_count)).
