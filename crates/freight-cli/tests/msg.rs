@@ -1,0 +1,46 @@
+//! `freight msg cpp`: the C++ header of a package of the user's own, and
+//! what it says of a package it cannot read.
+
+use std::path::Path;
+use std::process::Command;
+
+fn freight(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_freight")).args(args).output().expect("running freight")
+}
+
+fn package(root: &Path, name: &str, msg: &str, text: &str) -> String {
+    let dir = root.join(name);
+    std::fs::create_dir_all(dir.join("msg")).unwrap();
+    std::fs::write(dir.join("msg").join(format!("{msg}.msg")), text).unwrap();
+    dir.display().to_string()
+}
+
+#[test]
+fn msg_cpp_writes_a_header_per_package_and_refuses_a_broken_file_with_its_line() {
+    let root = std::env::temp_dir().join(format!("freight-msg-cpp-{}", std::process::id()));
+    let out = root.join("out");
+    let good = package(&root, "my_msgs", "Scan", "std_msgs/Header header\nfloat32[] ranges\n");
+    let ran = freight(&["msg", "cpp", "--out", &out.display().to_string(), &good]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let header = out.join("freight/msgs/my_msgs.hpp");
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), format!("{}\n", header.display()));
+    let source = std::fs::read_to_string(&header).unwrap();
+    assert!(source.contains("struct Scan {"), "{source}");
+    assert!(source.contains("::freight::Buffer<float> ranges{};"), "{source}");
+    assert!(source.contains("static constexpr const char *DEFINITION ="), "{source}");
+    // Only the package asked for: std_msgs comes with freight's own headers.
+    assert!(!out.join("freight/msgs/std_msgs.hpp").exists());
+
+    let bad = package(&root, "bad_msgs", "Broken", "uint32 fine\nnot_a_type field\n");
+    let ran = freight(&["msg", "cpp", "--out", &out.display().to_string(), &bad]);
+    assert!(!ran.status.success());
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(said.contains("Broken.msg:2"), "{said}");
+
+    let ran =
+        freight(&["msg", "cpp", "--out", &out.display().to_string(), &root.join("nowhere").display().to_string()]);
+    assert!(!ran.status.success());
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(said.contains("nowhere"), "{said}");
+    let _ = std::fs::remove_dir_all(&root);
+}
