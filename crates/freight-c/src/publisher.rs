@@ -17,7 +17,7 @@ pub struct FreightPublisher(Box<dyn AnyPublisher>);
 
 /// A loan (`freight_loan` in C): buffers lent by a publisher, to be written
 /// and then published, or destroyed.
-pub struct FreightLoan(AnyLoan);
+pub struct FreightLoan(pub(crate) AnyLoan);
 
 /// A buffer given to [`freight_publisher_publish_copy`] (`freight_buffer` in C).
 #[repr(C)]
@@ -172,16 +172,36 @@ pub unsafe extern "C" fn freight_publisher_loan(
     guard(|| {
         // SAFETY (all): as the caller promised.
         let publisher = unsafe { handle(publisher, "the publisher") }?;
-        let lens: &[usize] = if count == 0 {
-            &[]
-        } else if lens.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "the lengths are a null pointer"));
-        } else {
-            unsafe { std::slice::from_raw_parts(lens, count) }
-        };
-        let loan = publisher.0.loan(lens)?;
+        let loan = publisher.0.loan(unsafe { lens_arg(lens, count) }?)?;
         unsafe { hand_out(out, FreightLoan(loan)) }
     })
+}
+
+/// The `count` buffer lengths at `lens` of a C call.
+///
+/// # Safety
+/// `lens` is null or points to `count` `size_t`s.
+pub(crate) unsafe fn lens_arg<'a>(lens: *const usize, count: usize) -> Result<&'a [usize], Failure> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if lens.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "the lengths are a null pointer"));
+    }
+    // SAFETY: as the caller promised.
+    Ok(unsafe { std::slice::from_raw_parts(lens, count) })
+}
+
+/// Takes over the loan C hands back to send it: freed on every path after.
+///
+/// # Safety
+/// `loan` is null or a live loan, not used again by the caller.
+pub(crate) unsafe fn take_loan(loan: *mut FreightLoan) -> Result<Box<FreightLoan>, Failure> {
+    if loan.is_null() {
+        return Err(Failure::new(Status::InvalidArgument, "the loan is a null pointer"));
+    }
+    // SAFETY: as the caller promised.
+    Ok(unsafe { Box::from_raw(loan) })
 }
 
 /// Buffer `index` of `loan`: its first byte (null where the memory is a
@@ -278,12 +298,9 @@ pub unsafe extern "C" fn freight_publisher_publish_loan(
     fields_len: usize,
 ) -> Status {
     guard(|| {
-        if loan.is_null() {
-            return Err(Failure::new(Status::InvalidArgument, "the loan is a null pointer"));
-        }
-        // SAFETY (all): as the caller promised; the loan is taken over here,
-        // so it is freed on every path below.
-        let loan = unsafe { Box::from_raw(loan) };
+        // SAFETY (all): as the caller promised; the loan is taken over
+        // first, so it is freed on every path below.
+        let loan = unsafe { take_loan(loan) }?;
         let publisher = unsafe { handle(publisher, "the publisher") }?;
         let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
         publisher.0.publish(loan.0, fields)

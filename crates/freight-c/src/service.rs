@@ -16,7 +16,7 @@ use freight::{RequestId, WaitSet};
 use crate::error::{destroy, guard, hand_out, handle, str_arg, Failure, Status};
 use crate::executor::{register, Dispatch, UserData};
 use crate::node::FreightNode;
-use crate::publisher::{message_args, FreightBuffer};
+use crate::publisher::{bytes, lens_arg, message_args, take_loan, FreightBuffer, FreightLoan};
 use crate::subscription::FreightSample;
 use crate::types::{service_maker, AnyClient, AnyPendingCall, AnyServer, ServiceMaker};
 
@@ -223,6 +223,54 @@ pub unsafe extern "C" fn freight_service_server_send_response(
     })
 }
 
+/// Lends `lens[i]` bytes for each buffer field of a response, in field
+/// order; `*out` receives the loan. Write it, then send it with
+/// [`freight_service_server_send_loaned_response`] (nothing is copied on the
+/// way to the client), or give it back with `freight_loan_destroy`.
+///
+/// # Safety
+/// `server` is null or live; `lens` is null or points to `count` lengths;
+/// `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_service_server_loan_response(
+    server: *const FreightServiceServer,
+    lens: *const usize,
+    count: usize,
+    out: *mut *mut FreightLoan,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let server = unsafe { handle(server, "the service server") }?;
+        let loan = server.0.loan_response(unsafe { lens_arg(lens, count) }?)?;
+        unsafe { hand_out(out, FreightLoan(loan)) }
+    })
+}
+
+/// Sends `loan` (from [`freight_service_server_loan_response`], every byte
+/// written) with the response's small fields `fields` (CDR, buffer fields as
+/// ordinals) to the call `id`. The loan is consumed whatever the outcome.
+///
+/// # Safety
+/// `server` is null or live; `loan` is null or a live loan of this server;
+/// `fields` is readable for `fields_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn freight_service_server_send_loaned_response(
+    server: *const FreightServiceServer,
+    id: FreightRequestId,
+    loan: *mut FreightLoan,
+    fields: *const u8,
+    fields_len: usize,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised; the loan is taken over
+        // first, so it is freed on every path below.
+        let loan = unsafe { take_loan(loan) }?;
+        let server = unsafe { handle(server, "the service server") }?;
+        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
+        server.0.send_loaned_response(id.into(), loan.0, fields)
+    })
+}
+
 /// Ends a service server (null is ignored); requests taken from it stay
 /// valid, but can no longer be answered.
 ///
@@ -343,6 +391,59 @@ pub unsafe extern "C" fn freight_client_call_async(
             return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
         }
         let pending = unsafe { send_request(client, fields, fields_len, buffers, count) }?;
+        unsafe { hand_out(out, FreightPendingCall(Some(pending))) }
+    })
+}
+
+/// Lends `lens[i]` bytes for each buffer field of a request, in field order;
+/// `*out` receives the loan. Write it, then send it with
+/// [`freight_client_call_loaned`] (nothing is copied on the way to the
+/// servers), or give it back with `freight_loan_destroy`.
+///
+/// # Safety
+/// `client` is null or live; `lens` is null or points to `count` lengths;
+/// `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_client_loan_request(
+    client: *const FreightClient,
+    lens: *const usize,
+    count: usize,
+    out: *mut *mut FreightLoan,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised.
+        let client = unsafe { handle(client, "the client") }?;
+        let loan = client.0.loan_request(unsafe { lens_arg(lens, count) }?)?;
+        unsafe { hand_out(out, FreightLoan(loan)) }
+    })
+}
+
+/// Sends `loan` (from [`freight_client_loan_request`], every byte written)
+/// with the request's small fields `fields` and returns at once, as
+/// [`freight_client_call_async`] does. The loan is consumed whatever the
+/// outcome.
+///
+/// # Safety
+/// `client` is null or live; `loan` is null or a live loan of this client;
+/// `fields` is readable for `fields_len` bytes; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn freight_client_call_loaned(
+    client: *const FreightClient,
+    loan: *mut FreightLoan,
+    fields: *const u8,
+    fields_len: usize,
+    out: *mut *mut FreightPendingCall,
+) -> Status {
+    guard(|| {
+        // SAFETY (all): as the caller promised; the loan is taken over
+        // first, so it is freed on every path below.
+        let loan = unsafe { take_loan(loan) }?;
+        if out.is_null() {
+            return Err(Failure::new(Status::InvalidArgument, "the out pointer is a null pointer"));
+        }
+        let client = unsafe { handle(client, "the client") }?;
+        let fields = unsafe { bytes(fields, fields_len, "the fields") }?;
+        let pending = client.0.call_loaned(loan.0, fields)?;
         unsafe { hand_out(out, FreightPendingCall(Some(pending))) }
     })
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use freight::generic::{
-    GenericClient, GenericLoanUninit, GenericMessage, GenericPendingCall, GenericPublisher, GenericSample,
+    GenericClient, GenericLoan, GenericLoanUninit, GenericMessage, GenericPendingCall, GenericPublisher, GenericSample,
     GenericServiceServer, GenericSubscription, MessageLayout,
 };
 use freight::{Node, PublisherOptions, QoS, RequestId, ServiceOptions, SubscriptionOptions, WaitSet};
@@ -149,6 +149,11 @@ pub(crate) trait AnyServer: Send + Sync {
     /// Sends the response whose small fields are `fields` and whose buffers
     /// are `buffers` to the call `id`.
     fn send_response(&self, id: RequestId, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure>;
+    /// Lends `lens` bytes for each buffer field of a response.
+    fn loan_response(&self, lens: &[usize]) -> Result<AnyLoan, Failure>;
+    /// Sends `loan` (written by the caller) with the small fields `fields`
+    /// as the response to the call `id`.
+    fn send_loaned_response(&self, id: RequestId, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure>;
     /// Adds the server's requests to `waitset`; returns its index there.
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize;
 }
@@ -158,6 +163,11 @@ pub(crate) trait AnyClient: Send + Sync {
     /// Sends the request whose small fields are `fields` and whose buffers
     /// are `buffers`; the pending call collects the reply.
     fn call_async(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<Box<dyn AnyPendingCall>, Failure>;
+    /// Lends `lens` bytes for each buffer field of a request.
+    fn loan_request(&self, lens: &[usize]) -> Result<AnyLoan, Failure>;
+    /// Sends `loan` (written by the caller) with the small fields `fields`
+    /// as a request; the pending call collects the reply.
+    fn call_loaned(&self, loan: AnyLoan, fields: &[u8]) -> Result<Box<dyn AnyPendingCall>, Failure>;
     fn wait_for_service(&self, timeout: Duration) -> bool;
     fn server_count(&self) -> usize;
 }
@@ -220,6 +230,15 @@ impl AnyServer for GenericServiceServer {
         })
     }
 
+    fn loan_response(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
+        Ok(any_loan(GenericServiceServer::loan_response(self, lens)?))
+    }
+
+    fn send_loaned_response(&self, id: RequestId, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {
+        let loan = written(loan, self.response_layout())?;
+        Ok(GenericServiceServer::send_loaned_response(self, id, loan, fields)?)
+    }
+
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) -> usize {
         waitset.add_generic_service(self)
     }
@@ -231,6 +250,15 @@ impl AnyClient for GenericClient {
             let request = GenericMessage::new(self.request_layout().clone(), fields.to_vec(), raws)?;
             Ok(Box::new(GenericClient::call_async(self, &request)?) as Box<dyn AnyPendingCall>)
         })
+    }
+
+    fn loan_request(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
+        Ok(any_loan(GenericClient::loan_request(self, lens)?))
+    }
+
+    fn call_loaned(&self, loan: AnyLoan, fields: &[u8]) -> Result<Box<dyn AnyPendingCall>, Failure> {
+        let loan = written(loan, self.request_layout())?;
+        Ok(Box::new(GenericClient::call_loaned(self, loan, fields)?))
     }
 
     fn wait_for_service(&self, timeout: Duration) -> bool {
@@ -257,29 +285,11 @@ impl AnyPublisher for GenericPublisher {
     }
 
     fn loan(&self, lens: &[usize]) -> Result<AnyLoan, Failure> {
-        let mut loan = self.loan_buffers(lens)?;
-        let backend = loan.backend();
-        let buffers = (0..lens.len())
-            .map(|i| LoanBuffer {
-                len: loan.buffer_len(i).unwrap_or(0),
-                device: loan.device_view(i).map(|v| v.ptr),
-                data: loan.buffer_uninit_mut(i).map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast::<u8>()),
-            })
-            .collect();
-        Ok(AnyLoan { loan: Box::new(loan), buffers, backend, write_stream: None })
+        Ok(any_loan(self.loan_buffers(lens)?))
     }
 
     fn publish(&self, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {
-        let write_stream = loan.write_stream;
-        let mut loan = loan.loan.downcast::<GenericLoanUninit>().map_err(|_| {
-            Failure::new(Status::InvalidArgument, format!("the loan is not one of {}", self.layout().type_name()))
-        })?;
-        if let Some(stream) = write_stream {
-            loan.set_write_stream(stream);
-        }
-        // SAFETY: the C ABI's contract: the caller wrote every byte of every
-        // buffer before publishing (C++'s typestate: only a written loan).
-        let loan = unsafe { loan.assume_init() };
+        let loan = written(loan, self.layout())?;
         Ok(GenericPublisher::publish(self, loan, fields.to_vec())?)
     }
 
@@ -304,6 +314,35 @@ impl AnySubscription for GenericSubscription {
     fn publisher_count(&self) -> usize {
         GenericSubscription::publisher_count(self)
     }
+}
+
+/// A loan as C holds it: its buffers' addresses known.
+fn any_loan(mut loan: GenericLoanUninit) -> AnyLoan {
+    let backend = loan.backend();
+    let buffers = (0..loan.buffer_count())
+        .map(|i| LoanBuffer {
+            len: loan.buffer_len(i).unwrap_or(0),
+            device: loan.device_view(i).map(|v| v.ptr),
+            data: loan.buffer_uninit_mut(i).map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast::<u8>()),
+        })
+        .collect();
+    AnyLoan { loan: Box::new(loan), buffers, backend, write_stream: None }
+}
+
+/// A loan C wrote, back as the core's, its write stream applied; `layout`
+/// names what it should be a loan of in the error for another's.
+fn written(loan: AnyLoan, layout: &MessageLayout) -> Result<GenericLoan, Failure> {
+    let write_stream = loan.write_stream;
+    let mut loan = loan
+        .loan
+        .downcast::<GenericLoanUninit>()
+        .map_err(|_| Failure::new(Status::InvalidArgument, format!("the loan is not one of {}", layout.type_name())))?;
+    if let Some(stream) = write_stream {
+        loan.set_write_stream(stream);
+    }
+    // SAFETY: the C ABI's contract: the caller wrote every byte of every
+    // buffer before sending the loan (C++'s typestate: only a written loan).
+    Ok(unsafe { loan.assume_init() })
 }
 
 /// A sample as it crosses: its small fields are already what C reads.

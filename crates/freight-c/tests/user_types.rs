@@ -80,6 +80,7 @@ fn summary(k: u32) -> String {
     )
 }
 
+/// Also a service of the package's `.srv`, loans both ways.
 #[test]
 fn a_cpp_type_of_a_users_package_publishes_by_copy_and_by_loan_in_one_process() {
     let (exe, dir) = compile("inproc");
@@ -90,6 +91,26 @@ fn a_cpp_type_of_a_users_package_publishes_by_copy_and_by_loan_in_one_process() 
     assert!(ran.status.success(), "user_types inproc failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
     assert!(out.contains(&format!("took {}\n", summary(3))), "{out}");
     assert!(out.ends_with("inproc ok\n"), "{out}");
+}
+
+#[test]
+fn a_users_types_from_cpp_are_clean_under_address_and_undefined_behaviour_sanitizers() {
+    let (dir, include) = generated_include("sanitizers");
+    let flags = [
+        "-std=c++17",
+        "-g",
+        "-fsanitize=address,undefined",
+        "-fno-sanitize-recover=all",
+        "-fno-omit-frame-pointer",
+        &include,
+    ];
+    let exe = common::compile("c++", &flags, "cpp/user_types.cpp");
+    let ran = Command::new(&exe).arg("inproc").env("ASAN_OPTIONS", "detect_leaks=1").output().unwrap();
+    let err = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "user_types inproc under the sanitizers failed:\n{err}");
+    assert!(!err.contains("runtime error") && !err.contains("Sanitizer"), "user_types inproc:\n{err}");
+    common::remove(&exe);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -131,41 +152,52 @@ fn a_cpp_type_of_a_users_package_meets_the_rust_type_across_processes() {
 #[test]
 fn a_cpp_service_of_a_users_srv_answers_rust_and_calls_rust() {
     let (exe, dir) = compile("services");
-    let node = Context::new().unwrap().create_node("user_services_rust").unwrap();
+    for (serve, call) in [("serve", "call"), ("serve_loaned", "call_loaned")] {
+        cpp_server_answers_rust(&exe, serve);
+        cpp_client_calls_rust(&exe, call);
+    }
+    common::remove(&exe);
+    let _ = std::fs::remove_dir_all(dir);
+}
 
-    // A Rust client of a C++ server: an image in the request, masks back.
-    let name = topic("cpp_server");
+/// A Rust client of a C++ server (`mode`): an image in the request, masks back.
+fn cpp_server_answers_rust(exe: &Path, mode: &str) {
+    let node = Context::new().unwrap().create_node("user_services_rust").unwrap();
+    let name = topic(mode);
     let client = node.create_client::<Detect>(&name).unwrap();
-    let mut cpp = Program::start(&exe, &["serve", &name]);
+    let mut cpp = Program::start(exe, &[mode, &name]);
     assert_eq!(cpp.line(), "ready\n");
     assert!(client.wait_for_service(Duration::from_secs(10)));
-    let pixels: Vec<u8> = (0..1usize << 20).map(|i| (i % 253) as u8).collect();
-    let request = Detect_Request {
-        image: Image { width: 640, data: Buffer::from(pixels.clone()), ..Default::default() },
-        min_score: 0.75,
-    };
-    let reply = client.call(request, Duration::from_secs(10)).unwrap();
-    assert_eq!(reply.count, 640);
-    assert_eq!(reply.masks.as_bytes().unwrap(), pixels.iter().rev().copied().collect::<Vec<_>>());
-    cpp.finish("user_types serve");
+    for len in [1usize << 20, 0] {
+        let pixels: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let request = Detect_Request {
+            image: Image { width: 640, data: Buffer::from(pixels.clone()), ..Default::default() },
+            min_score: 0.75,
+        };
+        let reply = client.call(request, Duration::from_secs(10)).unwrap();
+        assert_eq!(reply.count, 640, "{mode}");
+        assert_eq!(reply.masks.as_bytes().unwrap(), pixels.iter().rev().copied().collect::<Vec<_>>(), "{mode}");
+    }
+    cpp.finish(mode);
+}
 
-    // A C++ client of a Rust server.
-    let name = topic("rust_server");
+/// A C++ client (`mode`) of a Rust server.
+fn cpp_client_calls_rust(exe: &Path, mode: &str) {
+    let node = Context::new().unwrap().create_node("user_services_rust").unwrap();
+    let name = topic(mode);
     let mut service = node
         .create_service::<Detect>(&name, |rq| Detect_Response {
             count: rq.image.width * 10,
             masks: Buffer::from(vec![rq.image.data.as_bytes().unwrap()[2]; 5]),
         })
         .unwrap();
-    let mut cpp = Program::start(&exe, &["call", &name, "2"]);
+    let mut cpp = Program::start(exe, &[mode, &name, "2"]);
     for k in 1..=2u32 {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while service.serve(Duration::from_millis(50)).unwrap() == 0 {
-            assert!(std::time::Instant::now() < deadline, "the C++ client never called");
+            assert!(std::time::Instant::now() < deadline, "the C++ client ({mode}) never called");
         }
-        assert_eq!(cpp.line(), format!("reply {} 5 {k}\n", k * 10));
+        assert_eq!(cpp.line(), format!("reply {} 5 {k}\n", k * 10), "{mode}");
     }
-    cpp.finish("user_types call");
-    common::remove(&exe);
-    let _ = std::fs::remove_dir_all(dir);
+    cpp.finish(mode);
 }

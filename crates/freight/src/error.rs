@@ -284,6 +284,10 @@ pub enum PublishError {
         /// How many missed it.
         subscribers: usize,
     },
+    /// The loan was lent by another publisher (or another end of a service):
+    /// only the one that lent it sends it.
+    #[error("the loan was lent by another publisher; publish it with the one that lent it")]
+    ForeignLoan,
     /// A buffer field of a loaned message was replaced by memory not from the loan.
     #[error("buffer field {ordinal} was replaced by memory that is not from the loan; write into the loan or use publish_copy")]
     BufferNotFromLoan {

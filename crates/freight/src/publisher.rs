@@ -173,9 +173,12 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
-        let (msg, Lent { frame, buffers, route, device_readers, kind }) = loan.into_parts()?;
+        let (msg, Lent { owner, frame, buffers, route, device_readers, kind }) = loan.into_parts()?;
         check_slots(&Typed(&msg))?;
         let sender = &self.sender;
+        if owner != sender.id() {
+            return Err(PublishError::ForeignLoan);
+        }
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them. A spilled loan goes over DDS only.
         let to_network = route == Route::Spill || sender.to_network();
@@ -185,7 +188,7 @@ impl<M: Message> Publisher<M> {
             }
             frame => frame,
         };
-        let lent = Lent { frame, buffers, route, device_readers, kind };
+        let lent = Lent { owner, frame, buffers, route, device_readers, kind };
         send_lent(sender, M::TYPE_HASH, &Typed(&msg), lent, to_network)
     }
 
@@ -248,7 +251,10 @@ pub(crate) fn send_lent<O: Outgoing>(
     lent: Lent,
     to_network: bool,
 ) -> Result<(), PublishError> {
-    let Lent { mut frame, buffers, route, device_readers, .. } = lent;
+    let Lent { owner, mut frame, buffers, route, device_readers, .. } = lent;
+    if owner != sender.id() {
+        return Err(PublishError::ForeignLoan);
+    }
     // A heap frame moves to shared memory when a subscriber in another
     // process came since the loan; should it find no room there, it
     // spills, and needs its CDR too.

@@ -413,6 +413,19 @@ freight_status freight_service_server_send_response(const freight_service_server
                                                     const uint8_t *fields, size_t fields_len,
                                                     const freight_buffer *buffers, size_t count);
 
+/* Lends lens[i] bytes for each buffer field of a response, in field order:
+ * write the loan (freight_loan_buffer, freight_loan_device_buffer), then send
+ * it with freight_service_server_send_loaned_response (nothing is copied on
+ * the way to the client) or give it back with freight_loan_destroy. */
+freight_status freight_service_server_loan_response(const freight_service_server *server, const size_t *lens,
+                                                    size_t count, freight_loan **out);
+
+/* Sends `loan`, every byte written, with the response's small fields to the
+ * call `id`. The loan is consumed whatever the outcome. */
+freight_status freight_service_server_send_loaned_response(const freight_service_server *server,
+                                                           freight_request_id id, freight_loan *loan,
+                                                           const uint8_t *fields, size_t fields_len);
+
 /* Requests taken from it stay valid, but can no longer be answered. */
 void freight_service_server_destroy(freight_service_server *server);
 
@@ -447,6 +460,17 @@ size_t freight_client_server_count(const freight_client *client);
  * *out is the pending call. FREIGHT_ERROR_NO_SERVER when there is no server. */
 freight_status freight_client_call_async(const freight_client *client, const uint8_t *fields, size_t fields_len,
                                          const freight_buffer *buffers, size_t count, freight_pending_call **out);
+
+/* Lends lens[i] bytes for each buffer field of a request, in field order:
+ * write it, then send it with freight_client_call_loaned (nothing is copied on
+ * the way to the servers) or give it back with freight_loan_destroy. */
+freight_status freight_client_loan_request(const freight_client *client, const size_t *lens, size_t count,
+                                           freight_loan **out);
+
+/* Sends `loan`, every byte written, with the request's small fields, as
+ * freight_client_call_async does. The loan is consumed whatever the outcome. */
+freight_status freight_client_call_loaned(const freight_client *client, freight_loan *loan, const uint8_t *fields,
+                                          size_t fields_len, freight_pending_call **out);
 
 /* Waits up to timeout_ns for the reply; *reply is the caller's.
  * FREIGHT_ERROR_TIMEOUT leaves the call pending (wait again, or destroy it);

@@ -197,6 +197,10 @@ inline std::uint64_t nanoseconds(std::chrono::nanoseconds timeout) {
 
 template <typename T>
 class Publisher;
+template <typename S>
+class ServiceServer;
+template <typename S>
+class Client;
 
 // A loan whose buffers are written (only this can be published). The
 // message's small fields are set through -> or *; its buffer fields are views
@@ -224,7 +228,24 @@ private:
   friend class LoanUninit;
   template <typename>
   friend class Publisher;
+  template <typename>
+  friend class ServiceServer;
+  template <typename>
+  friend class Client;
   using Handle = std::unique_ptr<freight_loan, detail::Deleter<freight_loan, freight_loan_destroy>>;
+  // The small fields to send it with, and its handle, given up to the C
+  // call that sends it. Throws when a buffer field is no longer the loan's
+  // memory.
+  std::pair<std::vector<std::uint8_t>, freight_loan *> release() && {
+    auto [fields, noted] = detail::split(msg_);
+    for (std::size_t i = 0; i < noted.size(); ++i) {
+      if (i >= buffers_.size() || noted[i].data != buffers_[i].first || noted[i].bytes != buffers_[i].second) {
+        throw Error(FREIGHT_ERROR_PUBLISH, "buffer field " + std::to_string(i) +
+                                               " is not the loan's memory: publish_copy sends other memory");
+      }
+    }
+    return {std::move(fields), handle_.release()};
+  }
   Loan(Handle handle, std::vector<std::pair<std::uint8_t *, std::size_t>> buffers, T msg)
       : handle_(std::move(handle)), buffers_(std::move(buffers)), msg_(std::move(msg)) {}
   Handle handle_;
@@ -272,6 +293,10 @@ public:
 private:
   template <typename>
   friend class Publisher;
+  template <typename>
+  friend class ServiceServer;
+  template <typename>
+  friend class Client;
   LoanUninit(freight_loan *raw, std::size_t count) : handle_(raw) {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint8_t *ptr = nullptr;
@@ -349,16 +374,8 @@ public:
   // Publishes a written loan: no copy. Its buffer fields must still be the
   // loan's own memory (a field assigned other memory is an Error).
   void publish(Loan<T> &&loan) const {
-    auto [fields, noted] = detail::split(loan.msg_);
-    for (std::size_t i = 0; i < noted.size(); ++i) {
-      if (i >= loan.buffers_.size() || noted[i].data != loan.buffers_[i].first ||
-          noted[i].bytes != loan.buffers_[i].second) {
-        throw Error(FREIGHT_ERROR_PUBLISH, "buffer field " + std::to_string(i) +
-                                               " is not the loan's memory: publish_copy sends other memory");
-      }
-    }
-    detail::check(freight_publisher_publish_loan(handle_.get(), loan.handle_.release(), fields.data(),
-                                                 fields.size()));
+    auto [fields, raw] = std::move(loan).release();
+    detail::check(freight_publisher_publish_loan(handle_.get(), raw, fields.data(), fields.size()));
   }
 
   std::size_t get_subscription_count() const { return freight_publisher_subscription_count(handle_.get()); }
@@ -525,6 +542,19 @@ public:
     detail::send_response(handle_.get(), id, response);
   }
 
+  // Lends lens[i] bytes for each buffer field of a response, in field order.
+  LoanUninit<Response> loan_response(const std::vector<std::size_t> &lens) const {
+    freight_loan *raw = nullptr;
+    detail::check(freight_service_server_loan_response(handle_.get(), lens.data(), lens.size(), &raw));
+    return LoanUninit<Response>(raw, lens.size());
+  }
+
+  // Sends a written loan as the response to the call `id`: no copy.
+  void send_response(const RequestId &id, Loan<Response> &&response) const {
+    auto [fields, raw] = std::move(response).release();
+    detail::check(freight_service_server_send_loaned_response(handle_.get(), id, raw, fields.data(), fields.size()));
+  }
+
 private:
   friend class Node;
   explicit ServiceServer(freight_service_server *raw) : handle_(raw) {}
@@ -617,6 +647,21 @@ public:
                                                   const freight_buffer *buffers, std::size_t count) {
       return freight_client_call_async(handle_.get(), fields, len, buffers, count, &raw);
     }));
+    return PendingCall<S>(raw);
+  }
+
+  // Lends lens[i] bytes for each buffer field of a request, in field order.
+  LoanUninit<Request> loan_request(const std::vector<std::size_t> &lens) const {
+    freight_loan *raw = nullptr;
+    detail::check(freight_client_loan_request(handle_.get(), lens.data(), lens.size(), &raw));
+    return LoanUninit<Request>(raw, lens.size());
+  }
+
+  // Sends a written loan as a request (no copy) and returns at once.
+  PendingCall<S> async_send_request(Loan<Request> &&request) const {
+    auto [fields, loan] = std::move(request).release();
+    freight_pending_call *raw = nullptr;
+    detail::check(freight_client_call_loaned(handle_.get(), loan, fields.data(), fields.size(), &raw));
     return PendingCall<S>(raw);
   }
 

@@ -5,6 +5,8 @@
 //   user_types sub TOPIC N   takes N messages, prints what they hold
 //   user_types serve NAME    serves freight_test_msgs/srv/Detect until stdin closes
 //   user_types call NAME N   calls Detect N times, prints each reply
+//   user_types serve_loaned NAME, call_loaned NAME N: the same, requests and
+//                            responses written into loans
 // freight_test_msgs/msg/Everything has every kind of field: nested messages
 // in and out of sequences, fixed arrays, strings, four buffer fields.
 #include "check.hpp"
@@ -12,6 +14,7 @@
 #include <freight/freight.hpp>
 #include <freight/msgs/freight_test_msgs.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -101,6 +104,28 @@ static int inproc() {
   EXPECT((*loaned)->floats.size() == 2);
   EXPECT((*loaned)->chars.size() == 2 && (*loaned)->chars[1] == 4);
   EXPECT((*loaned)->names.size() == 1 && (*loaned)->names[0] == "n");
+  // A service of the package's own .srv, loans both ways, in this process.
+  auto server = node.create_service_server<Detect>("/cpp/detect");
+  auto client = node.create_client<Detect>("/cpp/detect");
+  EXPECT(client.wait_for_service(1000ms));
+  auto request_loan = client.loan_request({4});
+  for (std::size_t i = 0; i < 4; ++i) {
+    request_loan.data(0)[i] = static_cast<std::uint8_t>(10 + i);
+  }
+  auto request = std::move(request_loan).assume_init();
+  request->image.width = 4;
+  auto pending = client.async_send_request(std::move(request));
+  auto taken = server.take_request(1000ms);
+  EXPECT(taken.has_value());
+  EXPECT(taken->first->image.width == 4 && taken->first->image.data[3] == 13);
+  auto response_loan = server.loan_response({2});
+  response_loan.data(0)[0] = 7;
+  response_loan.data(0)[1] = 8;
+  auto response = std::move(response_loan).assume_init();
+  response->count = 2;
+  server.send_response(taken->second, std::move(response));
+  auto reply = pending.get(1000ms);
+  EXPECT(reply->count == 2 && reply->masks.size() == 2 && reply->masks[1] == 8);
   std::cout << "took " << summary(**got) << "\nloaned " << loaned->backend() << "\ninproc ok\n";
   return 0;
 }
@@ -182,18 +207,72 @@ static int call(const std::string &name, std::uint32_t n) {
   return 0;
 }
 
+// Serves Detect from a ServiceServer, each response written into a loan.
+static int serve_loaned(const std::string &name) {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_user_loan_server");
+  auto server = node.create_service_server<Detect>(name);
+  std::atomic<bool> done{false};
+  std::thread stop([&done] {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+    }
+    done = true;
+  });
+  std::cout << "ready" << std::endl;
+  while (!done) {
+    auto taken = server.take_request(50ms);
+    if (!taken) {
+      continue;
+    }
+    const Detect::Request &rq = *taken->first;
+    const std::size_t n = rq.image.data.size();
+    auto loan = server.loan_response({n});
+    for (std::size_t i = 0; i < n; ++i) {
+      loan.data(0)[i] = rq.image.data[n - 1 - i];
+    }
+    auto response = std::move(loan).assume_init();
+    response->count = rq.image.width;
+    server.send_response(taken->second, std::move(response));
+  }
+  stop.join();
+  return 0;
+}
+
+// Calls Detect N times, each request's image written into a loan.
+static int call_loaned(const std::string &name, std::uint32_t n) {
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_user_loan_client");
+  auto client = node.create_client<Detect>(name);
+  EXPECT(client.wait_for_service(10s));
+  for (std::uint32_t k = 1; k <= n; ++k) {
+    auto loan = client.loan_request({3});
+    loan.data(0)[0] = 1;
+    loan.data(0)[1] = 2;
+    loan.data(0)[2] = static_cast<std::uint8_t>(k);
+    auto rq = std::move(loan).assume_init();
+    rq->image.width = k;
+    auto reply = client.async_send_request(std::move(rq)).get(10s);
+    std::cout << "reply " << reply->count << " " << reply->masks.size() << " " << int(reply->masks[0]) << std::endl;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "inproc") {
     return inproc();
   }
-  if ((mode == "pub" || mode == "sub" || mode == "call") && argc == 4) {
+  if ((mode == "pub" || mode == "sub" || mode == "call" || mode == "call_loaned") && argc == 4) {
     const auto n = static_cast<std::uint32_t>(std::stoul(argv[3]));
-    return mode == "pub" ? publish(argv[2], n) : mode == "sub" ? subscribe(argv[2], n) : call(argv[2], n);
+    return mode == "pub"    ? publish(argv[2], n)
+           : mode == "sub"  ? subscribe(argv[2], n)
+           : mode == "call" ? call(argv[2], n)
+                            : call_loaned(argv[2], n);
   }
-  if (mode == "serve" && argc == 3) {
-    return serve(argv[2]);
+  if ((mode == "serve" || mode == "serve_loaned") && argc == 3) {
+    return mode == "serve" ? serve(argv[2]) : serve_loaned(argv[2]);
   }
-  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N | serve NAME | call NAME N\n";
+  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N | serve[_loaned] NAME | call[_loaned] NAME N\n";
   return 2;
 }

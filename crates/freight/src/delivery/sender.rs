@@ -90,6 +90,8 @@ pub(crate) struct Sender {
 /// What a loan holds besides its message: the frame, the buffers lent in it
 /// or in a device pool, the route and the device readers it was lent for.
 pub(crate) struct Lent {
+    /// The id of the publisher that lent it: only it sends the loan.
+    pub owner: u64,
     pub frame: FrameMut,
     pub buffers: Vec<LoanedBuffer>,
     pub route: Route,
@@ -223,6 +225,11 @@ impl Sender {
         &self.node
     }
 
+    /// This publisher's id, in the headers of its frames.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Subscriptions alive now, in any process, after removing those whose
     /// process died (and reclaiming the samples they held).
     pub(crate) fn subscription_count(&self) -> usize {
@@ -288,7 +295,7 @@ impl Sender {
             buffers.push(b);
         }
         let kind = self.pool.as_ref().map_or(frame_backend.kind(), |p| p.kind());
-        Ok(Lent { frame, buffers, route, device_readers, kind })
+        Ok(Lent { owner: self.id, frame, buffers, route, device_readers, kind })
     }
 
     /// Exports a written loan's buffers for its readers: device blocks are
