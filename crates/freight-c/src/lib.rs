@@ -66,12 +66,13 @@ pub use publisher::{
 pub use qos::{freight_qos_keep_last, freight_qos_sensor_data, FreightQos};
 pub use service::{
     freight_callback_service_destroy, freight_client_call, freight_client_call_async, freight_client_call_loaned,
-    freight_client_create, freight_client_destroy, freight_client_loan_request, freight_client_server_count,
-    freight_client_wait_for_service, freight_node_create_service_callback, freight_pending_call_destroy,
-    freight_pending_call_wait, freight_service_server_create, freight_service_server_destroy,
+    freight_client_create, freight_client_create_with_options, freight_client_destroy, freight_client_loan_request,
+    freight_client_server_count, freight_client_wait_for_service, freight_node_create_service_callback,
+    freight_node_create_service_callback_with_options, freight_pending_call_destroy, freight_pending_call_wait,
+    freight_service_server_create, freight_service_server_create_with_options, freight_service_server_destroy,
     freight_service_server_loan_response, freight_service_server_send_loaned_response,
     freight_service_server_send_response, freight_service_server_take_request, FreightCallbackService, FreightClient,
-    FreightPendingCall, FreightRequestCallback, FreightRequestId, FreightServiceServer,
+    FreightPendingCall, FreightRequestCallback, FreightRequestId, FreightServiceOptions, FreightServiceServer,
 };
 pub use subscription::{
     freight_sample_buffer, freight_sample_buffer_count, freight_sample_destroy, freight_sample_device_buffer,

@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use freight::{RequestId, WaitSet};
+use freight::{BackendKind, RequestId, ServiceOptions, WaitSet};
 
 use crate::error::{destroy, guard, hand_out, handle, str_arg, Failure, Status};
 use crate::executor::{register, Dispatch, UserData};
 use crate::node::FreightNode;
-use crate::publisher::{bytes, lens_arg, message_args, take_loan, FreightBuffer, FreightLoan};
+use crate::publisher::{backend_arg, bytes, lens_arg, message_args, take_loan, FreightBuffer, FreightLoan};
+use crate::subscription::accepted_arg;
 use crate::subscription::FreightSample;
 use crate::types::{service_maker, AnyClient, AnyPendingCall, AnyServer, ServiceMaker};
 
@@ -96,6 +97,38 @@ impl Dispatch for CallbackService {
     }
 }
 
+/// How a service server or client is made (`freight_service_options` in C);
+/// all zero is the default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FreightServiceOptions {
+    /// The memory the loans of what this end sends lend (`"shm"`, the
+    /// default when null; `"cuda"`, `"cuda-host"`, `"fake-device"`).
+    pub backend: *const c_char,
+    /// The memory this end takes as it is in what it receives,
+    /// `accepted_backends[0..accepted_backend_count]` (none: `cpu` and
+    /// `shm`); for any other it receives a host copy.
+    pub accepted_backends: *const *const c_char,
+    /// How many names `accepted_backends` holds.
+    pub accepted_backend_count: usize,
+}
+
+/// The options a C call gives (null: the defaults).
+///
+/// # Safety
+/// `options` is null or points to a `freight_service_options` whose strings
+/// are NUL-terminated.
+unsafe fn service_options_arg(options: *const FreightServiceOptions) -> Result<ServiceOptions, Failure> {
+    // SAFETY (all): as the caller promised.
+    let Some(options) = (unsafe { options.as_ref() }) else { return Ok(ServiceOptions::default()) };
+    let backend = match options.backend.is_null() {
+        true => BackendKind::Shm,
+        false => backend_arg(unsafe { str_arg(options.backend, "the backend") }?)?,
+    };
+    let accepted_backends = unsafe { accepted_arg(options.accepted_backends, options.accepted_backend_count) }?;
+    Ok(ServiceOptions { backend, accepted_backends })
+}
+
 /// A service with a callback (`freight_callback_service` in C).
 pub struct FreightCallbackService {
     // The one strong reference: nodes and executors hold it weakly.
@@ -158,10 +191,31 @@ pub unsafe extern "C" fn freight_service_server_create(
     name: *const c_char,
     out: *mut *mut FreightServiceServer,
 ) -> Status {
+    // SAFETY: as the caller promised; null options are the defaults.
+    unsafe { freight_service_server_create_with_options(node, srv_type, name, std::ptr::null(), out) }
+}
+
+/// Creates a server as [`freight_service_server_create`] does, whose
+/// response loans lend `options->backend` and which takes requests in
+/// `options->accepted_backends` as they are (null: the defaults).
+/// `FREIGHT_ERROR_CREATE`, saying why, when this process cannot use one.
+///
+/// # Safety
+/// As [`freight_service_server_create`]; `options` is null or points to a
+/// `freight_service_options`.
+#[no_mangle]
+pub unsafe extern "C" fn freight_service_server_create_with_options(
+    node: *const FreightNode,
+    srv_type: *const c_char,
+    name: *const c_char,
+    options: *const FreightServiceOptions,
+    out: *mut *mut FreightServiceServer,
+) -> Status {
     guard(|| {
-        // SAFETY (both): as the caller promised.
+        // SAFETY (all): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let server = maker.server(node.node(), name)?;
+        let options = unsafe { service_options_arg(options) }?;
+        let server = maker.server(node.node(), name, options)?;
         unsafe { hand_out(out, FreightServiceServer(server)) }
     })
 }
@@ -299,11 +353,43 @@ pub unsafe extern "C" fn freight_node_create_service_callback(
     user_data: *mut c_void,
     out: *mut *mut FreightCallbackService,
 ) -> Status {
+    // SAFETY: as the caller promised; null options are the defaults.
+    unsafe {
+        freight_node_create_service_callback_with_options(
+            node,
+            srv_type,
+            name,
+            std::ptr::null(),
+            callback,
+            user_data,
+            out,
+        )
+    }
+}
+
+/// A callback service as [`freight_node_create_service_callback`] makes it,
+/// with `options` (null: the defaults) as
+/// [`freight_service_server_create_with_options`] takes them.
+///
+/// # Safety
+/// As [`freight_node_create_service_callback`]; `options` is null or points
+/// to a `freight_service_options`.
+#[no_mangle]
+pub unsafe extern "C" fn freight_node_create_service_callback_with_options(
+    node: *const FreightNode,
+    srv_type: *const c_char,
+    name: *const c_char,
+    options: *const FreightServiceOptions,
+    callback: Option<FreightRequestCallback>,
+    user_data: *mut c_void,
+    out: *mut *mut FreightCallbackService,
+) -> Status {
     guard(|| {
         let callback = callback.ok_or_else(|| Failure::new(Status::InvalidArgument, "the callback is null"))?;
-        // SAFETY (both): as the caller promised.
+        // SAFETY (all): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let server = FreightServiceServer(maker.server(node.node(), name)?);
+        let options = unsafe { service_options_arg(options) }?;
+        let server = FreightServiceServer(maker.server(node.node(), name, options)?);
         let entry: Arc<dyn Dispatch> = Arc::new(CallbackService { server, callback, user_data: UserData(user_data) });
         register(node.callbacks(), &entry);
         unsafe { hand_out(out, FreightCallbackService { _entry: entry }) }
@@ -333,10 +419,30 @@ pub unsafe extern "C" fn freight_client_create(
     name: *const c_char,
     out: *mut *mut FreightClient,
 ) -> Status {
+    // SAFETY: as the caller promised; null options are the defaults.
+    unsafe { freight_client_create_with_options(node, srv_type, name, std::ptr::null(), out) }
+}
+
+/// Creates a client as [`freight_client_create`] does, whose request loans
+/// lend `options->backend` and which takes replies in
+/// `options->accepted_backends` as they are (null: the defaults).
+///
+/// # Safety
+/// As [`freight_client_create`]; `options` is null or points to a
+/// `freight_service_options`.
+#[no_mangle]
+pub unsafe extern "C" fn freight_client_create_with_options(
+    node: *const FreightNode,
+    srv_type: *const c_char,
+    name: *const c_char,
+    options: *const FreightServiceOptions,
+    out: *mut *mut FreightClient,
+) -> Status {
     guard(|| {
-        // SAFETY (both): as the caller promised.
+        // SAFETY (all): as the caller promised.
         let (node, maker, name) = unsafe { service_args(node, srv_type, name) }?;
-        let client = maker.client(node.node(), name)?;
+        let options = unsafe { service_options_arg(options) }?;
+        let client = maker.client(node.node(), name, options)?;
         unsafe { hand_out(out, FreightClient(client)) }
     })
 }

@@ -157,19 +157,28 @@ unsafe fn options_arg(options: *const FreightSubscriptionOptions) -> Result<frei
             ))
         }
     };
-    let names: &[*const c_char] = if options.accepted_backend_count == 0 {
+    // SAFETY: as the caller promised.
+    let accepted_backends = unsafe { accepted_arg(options.accepted_backends, options.accepted_backend_count) }?;
+    Ok(freight::SubscriptionOptions { accepted_backends, wait })
+}
+
+/// The backends named by `names[0..count]` (none: the default set, `None`).
+///
+/// # Safety
+/// `names` is null or points to `count` NUL-terminated strings.
+pub(crate) unsafe fn accepted_arg(names: *const *const c_char, count: usize) -> Result<Option<BackendSet>, Failure> {
+    let names: &[*const c_char] = if count == 0 {
         &[]
-    } else if options.accepted_backends.is_null() {
+    } else if names.is_null() {
         return Err(Failure::new(Status::InvalidArgument, "the accepted backends are a null pointer"));
     } else {
-        // SAFETY: non-null, `accepted_backend_count` long by the caller's contract.
-        unsafe { std::slice::from_raw_parts(options.accepted_backends, options.accepted_backend_count) }
+        // SAFETY: non-null, `count` long by the caller's contract.
+        unsafe { std::slice::from_raw_parts(names, count) }
     };
     // SAFETY: each NUL-terminated by the caller's contract.
     let kinds =
         names.iter().map(|&n| backend_arg(unsafe { str_arg(n, "a backend") }?)).collect::<Result<Vec<_>, _>>()?;
-    let accepted_backends = (!kinds.is_empty()).then(|| BackendSet::of(&kinds));
-    Ok(freight::SubscriptionOptions { accepted_backends, wait })
+    Ok((!kinds.is_empty()).then(|| BackendSet::of(&kinds)))
 }
 
 /// Takes the next message, waiting up to `timeout_ns` nanoseconds (0: only

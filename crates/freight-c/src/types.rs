@@ -187,14 +187,24 @@ pub(crate) struct ServiceMaker {
 }
 
 impl ServiceMaker {
-    pub(crate) fn server(&self, node: &Node, name: &str) -> Result<Box<dyn AnyServer>, Failure> {
+    pub(crate) fn server(
+        &self,
+        node: &Node,
+        name: &str,
+        options: ServiceOptions,
+    ) -> Result<Box<dyn AnyServer>, Failure> {
         let (rq, rs) = (self.request.clone(), self.response.clone());
-        Ok(Box::new(node.create_generic_service_server(name, rq, rs, ServiceOptions::default())?))
+        Ok(Box::new(node.create_generic_service_server(name, rq, rs, options)?))
     }
 
-    pub(crate) fn client(&self, node: &Node, name: &str) -> Result<Box<dyn AnyClient>, Failure> {
+    pub(crate) fn client(
+        &self,
+        node: &Node,
+        name: &str,
+        options: ServiceOptions,
+    ) -> Result<Box<dyn AnyClient>, Failure> {
         let (rq, rs) = (self.request.clone(), self.response.clone());
-        Ok(Box::new(node.create_generic_client(name, rq, rs, ServiceOptions::default())?))
+        Ok(Box::new(node.create_generic_client(name, rq, rs, options)?))
     }
 }
 

@@ -6,6 +6,10 @@
 
 mod common;
 
+#[allow(dead_code)] // the backend's tests use all of it, these not
+#[path = "../../freight-backend/tests/sim_cuda/mod.rs"]
+mod sim_cuda;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -200,4 +204,15 @@ fn cpp_client_calls_rust(exe: &Path, mode: &str) {
         assert_eq!(cpp.line(), format!("reply {} 5 {k}\n", k * 10), "{mode}");
     }
     cpp.finish(mode);
+}
+
+#[test]
+fn a_cpp_service_of_a_users_srv_lends_and_takes_device_memory_both_ways() {
+    let Some(sim) = sim_cuda::SimDriver::build() else { return };
+    let (exe, dir) = compile("device_service");
+    let ran = common::ok("user_types device_service", sim.run(&exe, &["device_service"]));
+    assert!(ran.contains("refused FREIGHT_ERROR_INVALID_ARGUMENT: no backend is named \"warp-drive\""), "{ran}");
+    assert!(ran.ends_with("device service cuda ok\n"), "{ran}");
+    common::remove(&exe);
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -116,7 +116,7 @@ pub(crate) fn from_publish(e: PublishError) -> PyErr {
         PublishError::Loan(e) => return from_loan(e),
         PublishError::QueueFull { .. } => Kind::QueueFull,
         PublishError::MetaTooLarge { .. } => Kind::Limit,
-        PublishError::BufferNotFromLoan { .. } => Kind::Loan,
+        PublishError::BufferNotFromLoan { .. } | PublishError::ForeignLoan => Kind::Loan,
         PublishError::Export(_) | PublishError::HostCopy(_) => Kind::Backend,
         PublishError::Network(_) | PublishError::Spill(_) => Kind::Network,
         PublishError::SharedMemory(_) | PublishError::Reroute(_) => Kind::SharedMemory,

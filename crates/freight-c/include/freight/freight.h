@@ -400,6 +400,25 @@ typedef struct freight_request_id {
 freight_status freight_service_server_create(const freight_node *node, const char *srv_type, const char *name,
                                              freight_service_server **out);
 
+/* How a service server or client is made; all zero is the default. */
+typedef struct freight_service_options {
+  /* The memory the loans of what this end sends lend: "shm" (the default,
+   * also for NULL), "cuda", "cuda-host", "fake-device". */
+  const char *backend;
+  /* The memory this end takes as it is in what it receives,
+   * accepted_backends[0..accepted_backend_count] (none: "cpu" and "shm"); for
+   * any other it receives a host copy. */
+  const char *const *accepted_backends;
+  size_t accepted_backend_count;
+} freight_service_options;
+
+/* A server as freight_service_server_create's, made with `options` (NULL:
+ * the defaults). FREIGHT_ERROR_CREATE, saying why, when this process cannot
+ * use one of the backends. */
+freight_status freight_service_server_create_with_options(const freight_node *node, const char *srv_type,
+                                                          const char *name, const freight_service_options *options,
+                                                          freight_service_server **out);
+
 /* The next request, waiting up to timeout_ns (0: only look); *request is NULL
  * when none came in time (still FREIGHT_OK), else it is the caller's, with
  * *id the call to answer. */
@@ -444,11 +463,22 @@ freight_status freight_node_create_service_callback(const freight_node *node, co
                                                     freight_request_callback callback, void *user_data,
                                                     freight_callback_service **out);
 
+/* A callback service made with `options` (NULL: the defaults). */
+freight_status freight_node_create_service_callback_with_options(const freight_node *node, const char *srv_type,
+                                                                 const char *name,
+                                                                 const freight_service_options *options,
+                                                                 freight_request_callback callback, void *user_data,
+                                                                 freight_callback_service **out);
+
 void freight_callback_service_destroy(freight_callback_service *service);
 
 /* A client of `srv_type` for the service `name`. */
 freight_status freight_client_create(const freight_node *node, const char *srv_type, const char *name,
                                      freight_client **out);
+
+/* A client made with `options` (NULL: the defaults). */
+freight_status freight_client_create_with_options(const freight_node *node, const char *srv_type, const char *name,
+                                                  const freight_service_options *options, freight_client **out);
 
 /* Waits up to timeout_ns for a server; whether one is there (false for NULL). */
 bool freight_client_wait_for_service(const freight_client *client, uint64_t timeout_ns);

@@ -335,12 +335,28 @@ struct SubscriptionOptions {
   WaitMode wait = WaitMode::Block;
 };
 
+// How a service server or client is made: where the loans of what it sends
+// live and what it takes as it is in what it receives (rclcpp has no such
+// thing: its services copy).
+struct ServiceOptions {
+  // The memory its request (client) or response (server) loans lend: "shm"
+  // (the default), "cuda", "cuda-host", "fake-device".
+  std::string backend = "shm";
+  // The memory it takes as it is in what it receives, as
+  // SubscriptionOptions::accepted_backends.
+  std::vector<std::string> accepted_backends;
+};
+
 namespace detail {
 // The C options of `options`; `names` (c_strings of its backends) must
 // outlive them.
 inline freight_subscription_options c_options(const SubscriptionOptions &options,
                                               const std::vector<const char *> &names) {
   return {names.data(), names.size(), static_cast<freight_wait_mode>(options.wait)};
+}
+
+inline freight_service_options c_options(const ServiceOptions &options, const std::vector<const char *> &names) {
+  return {options.backend.c_str(), names.data(), names.size()};
 }
 } // namespace detail
 
@@ -755,7 +771,7 @@ public:
   // rclcpp's, taking it and an S::Response& to fill. Keep the returned
   // object: destroying it ends the service.
   template <typename S, typename F>
-  Service<S> create_service(const std::string &name, F &&callback) const {
+  Service<S> create_service(const std::string &name, F &&callback, const ServiceOptions &options = {}) const {
     using Request = typename S::Request;
     using Response = typename S::Response;
     typename Service<S>::Callback call;
@@ -774,27 +790,35 @@ public:
     Service<S> service{std::move(call)};
     freight_callback_service *raw = nullptr;
     detail::register_service<S>();
-    detail::check(freight_node_create_service_callback(handle_.get(), S::TYPE_NAME, name.c_str(),
-                                                       &Service<S>::trampoline, service.callback_.get(), &raw));
+    const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
+    const freight_service_options c_options = detail::c_options(options, names);
+    detail::check(freight_node_create_service_callback_with_options(handle_.get(), S::TYPE_NAME, name.c_str(),
+                                                                    &c_options, &Service<S>::trampoline,
+                                                                    service.callback_.get(), &raw));
     service.handle_.reset(raw);
     return service;
   }
 
   // A server of the service `name` of type S; take_request() receives.
   template <typename S>
-  ServiceServer<S> create_service_server(const std::string &name) const {
+  ServiceServer<S> create_service_server(const std::string &name, const ServiceOptions &options = {}) const {
     freight_service_server *raw = nullptr;
     detail::register_service<S>();
-    detail::check(freight_service_server_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
+    const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
+    const freight_service_options c_options = detail::c_options(options, names);
+    detail::check(
+        freight_service_server_create_with_options(handle_.get(), S::TYPE_NAME, name.c_str(), &c_options, &raw));
     return ServiceServer<S>(raw);
   }
 
   // A client of the service `name` of type S.
   template <typename S>
-  Client<S> create_client(const std::string &name) const {
+  Client<S> create_client(const std::string &name, const ServiceOptions &options = {}) const {
     freight_client *raw = nullptr;
     detail::register_service<S>();
-    detail::check(freight_client_create(handle_.get(), S::TYPE_NAME, name.c_str(), &raw));
+    const std::vector<const char *> names = detail::c_strings(options.accepted_backends);
+    const freight_service_options c_options = detail::c_options(options, names);
+    detail::check(freight_client_create_with_options(handle_.get(), S::TYPE_NAME, name.c_str(), &c_options, &raw));
     return Client<S>(raw);
   }
 

@@ -8,6 +8,7 @@
 // Message k's byte i is (k + i) % 251. No CUDA header: the few driver calls
 // are looked up at run time, as freight itself does.
 #include "check.hpp"
+#include "cuda_driver.hpp"
 
 #include <freight/freight.hpp>
 #include <freight/msgs/std_msgs.hpp>
@@ -15,7 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <dlfcn.h>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -26,38 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The CUDA driver calls a test needs, from libcuda.so.1.
-struct Driver {
-  using Result = int;
-  Result (*init)(unsigned);
-  Result (*device_get)(int *, int);
-  Result (*primary_ctx_retain)(void **, int);
-  Result (*ctx_set_current)(void *);
-  Result (*htod)(std::uint64_t, const void *, std::size_t);
-  Result (*dtoh)(void *, std::uint64_t, std::size_t);
-
-  Driver() {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    EXPECT(lib != nullptr);
-    auto find = [&](const char *name) {
-      void *f = dlsym(lib, name);
-      EXPECT(f != nullptr);
-      return f;
-    };
-    init = reinterpret_cast<decltype(init)>(find("cuInit"));
-    device_get = reinterpret_cast<decltype(device_get)>(find("cuDeviceGet"));
-    primary_ctx_retain = reinterpret_cast<decltype(primary_ctx_retain)>(find("cuDevicePrimaryCtxRetain"));
-    ctx_set_current = reinterpret_cast<decltype(ctx_set_current)>(find("cuCtxSetCurrent"));
-    htod = reinterpret_cast<decltype(htod)>(find("cuMemcpyHtoD_v2"));
-    dtoh = reinterpret_cast<decltype(dtoh)>(find("cuMemcpyDtoH_v2"));
-    // This thread on device 0's primary context, as the CUDA runtime does.
-    int device = 0;
-    void *ctx = nullptr;
-    EXPECT(init(0) == 0 && device_get(&device, 0) == 0);
-    EXPECT(primary_ctx_retain(&ctx, device) == 0 && ctx_set_current(ctx) == 0);
-  }
-};
-
 std::vector<std::uint8_t> pattern(std::uint32_t k, std::size_t n) {
   std::vector<std::uint8_t> bytes(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -65,8 +33,6 @@ std::vector<std::uint8_t> pattern(std::uint32_t k, std::size_t n) {
   }
   return bytes;
 }
-
-std::uint64_t address(void *ptr) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr)); }
 
 int publish(const std::string &topic, int n, std::size_t bytes) {
   Driver cuda;

@@ -7,9 +7,13 @@
 //   user_types call NAME N   calls Detect N times, prints each reply
 //   user_types serve_loaned NAME, call_loaned NAME N: the same, requests and
 //                            responses written into loans
+//   user_types device_service  Detect with requests and responses in "cuda"
+//                            memory both ways (ServiceOptions), in one process,
+//                            against the simulated driver (tests) or a real one
 // freight_test_msgs/msg/Everything has every kind of field: nested messages
 // in and out of sequences, fixed arrays, strings, four buffer fields.
 #include "check.hpp"
+#include "cuda_driver.hpp"
 
 #include <freight/freight.hpp>
 #include <freight/msgs/freight_test_msgs.hpp>
@@ -258,6 +262,65 @@ static int call_loaned(const std::string &name, std::uint32_t n) {
   return 0;
 }
 
+// Detect between a client whose requests are lent in device memory and a
+// server that takes them there, its responses lent there too.
+static int device_service() {
+  Driver cuda;
+  freight::Context ctx = local_context();
+  freight::Node node = ctx.create_node("cpp_user_device");
+  freight::ServiceOptions on_device;
+  on_device.backend = "cuda";
+  on_device.accepted_backends = {"cuda"};
+  auto server = node.create_service_server<Detect>("/cpp/detect_cuda", on_device);
+  auto client = node.create_client<Detect>("/cpp/detect_cuda", on_device);
+  EXPECT(client.wait_for_service(1000ms));
+  const std::size_t n = 4096;
+  std::vector<std::uint8_t> pixels(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    pixels[i] = static_cast<std::uint8_t>(i % 251);
+  }
+  auto loan = client.loan_request({n});
+  EXPECT(loan.backend() == "cuda" && loan.data(0) == nullptr);
+  EXPECT(cuda.htod(address(loan.device_ptr(0)), pixels.data(), n) == 0);
+  auto request = std::move(loan).assume_init();
+  request->image.width = 64;
+  auto pending = client.async_send_request(std::move(request));
+
+  auto taken = server.take_request(1000ms);
+  EXPECT(taken.has_value());
+  const freight::Sample<Detect::Request> &got = taken->first;
+  EXPECT(got.backend() == "cuda" && got->image.width == 64);
+  EXPECT(got->image.data.data() == nullptr && got->image.data.device_ptr() != nullptr);
+  got.order_on_stream(nullptr);
+  std::vector<std::uint8_t> seen(n);
+  EXPECT(cuda.dtoh(seen.data(), address(got->image.data.device_ptr()), n) == 0);
+  EXPECT(seen == pixels);
+  std::vector<std::uint8_t> masks(pixels.rbegin(), pixels.rend());
+  auto response_loan = server.loan_response({n});
+  EXPECT(response_loan.backend() == "cuda");
+  EXPECT(cuda.htod(address(response_loan.device_ptr(0)), masks.data(), n) == 0);
+  auto response = std::move(response_loan).assume_init();
+  response->count = 1;
+  server.send_response(taken->second, std::move(response));
+
+  auto reply = pending.get(1000ms);
+  EXPECT(reply.backend() == "cuda" && reply->count == 1 && reply->masks.device_ptr() != nullptr);
+  reply.order_on_stream(nullptr);
+  EXPECT(cuda.dtoh(seen.data(), address(reply->masks.device_ptr()), n) == 0);
+  EXPECT(seen == masks);
+
+  freight::ServiceOptions unknown;
+  unknown.backend = "warp-drive";
+  try {
+    node.create_client<Detect>("/cpp/detect_nowhere", unknown);
+    EXPECT(false);
+  } catch (const freight::Error &e) {
+    std::cout << "refused " << e.what() << "\n";
+  }
+  std::cout << "device service cuda ok\n";
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "inproc") {
@@ -270,9 +333,13 @@ int main(int argc, char **argv) {
            : mode == "call" ? call(argv[2], n)
                             : call_loaned(argv[2], n);
   }
+  if (mode == "device_service") {
+    return device_service();
+  }
   if ((mode == "serve" || mode == "serve_loaned") && argc == 3) {
     return mode == "serve" ? serve(argv[2]) : serve_loaned(argv[2]);
   }
-  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N | serve[_loaned] NAME | call[_loaned] NAME N\n";
+  std::cerr << "usage: user_types inproc | pub TOPIC N | sub TOPIC N | serve[_loaned] NAME | call[_loaned] NAME N | "
+               "device_service\n";
   return 2;
 }
