@@ -1,6 +1,7 @@
 //! Generates, with freight's own generator, the message types of the
-//! `cdr_generated` target: the shipped interfaces and the generator's test
-//! package (every kind of field), and the list of all of them.
+//! `cdr_generated` and `cdr_generic` targets: the shipped interfaces and the
+//! generator's test package (every kind of field), the list of all of them,
+//! and their definitions (`ros2msg`, what a generated C++ type carries).
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -18,19 +19,25 @@ fn main() {
         builder = builder.shipped_package(*pkg);
     }
     builder.generate(out.join("generated.rs")).unwrap_or_else(|e| panic!("generating the message types: {e}"));
+    builder.generate_schema_table(out.join("schemas.rs")).unwrap_or_else(|e| panic!("the types' schemas: {e}"));
 
     // `TYPES`: every generated message, as the functions that fuzz it.
     let interfaces = freight_msg_gen::shipped_interfaces_dir();
     let dirs = SHIPPED.iter().map(|p| interfaces.join(p)).chain([test_pkg]);
     let mut list = String::from("/// Every generated message type: its name, its fuzz entry and its seed.\n");
     list.push_str("const TYPES: &[(&str, fn(&[u8]), fn() -> Vec<u8>)] = &[\n");
+    let mut generic = String::from("/// Every generated message type: its name, its generic fuzz entry and its seed.\n");
+    generic.push_str("const TYPES: &[(&str, fn(&str, &[u8]), fn() -> Vec<u8>)] = &[\n");
     for dir in dirs {
         let pkg = freight_msg_gen::load_package(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
         for m in &pkg.messages {
             let path = format!("generated::{}::msg::{}", pkg.name, m.name);
             let _ = writeln!(list, "    (\"{}/msg/{}\", decoded::<{path}>, default_cdr::<{path}>),", pkg.name, m.name);
+            let _ = writeln!(generic, "    (\"{}/msg/{}\", as_generic::<{path}>, default_cdr::<{path}>),", pkg.name, m.name);
         }
     }
     list.push_str("];\n");
+    generic.push_str("];\n");
     std::fs::write(out.join("types.rs"), list).expect("writing the list of types");
+    std::fs::write(out.join("generic_types.rs"), generic).expect("writing the list of types");
 }

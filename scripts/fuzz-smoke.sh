@@ -21,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 export PATH="$HOME/.cargo/bin:$PATH"
 
-ALL_TARGETS=(cdr_builtin cdr_generated frame descriptor discovery)
+ALL_TARGETS=(cdr_builtin cdr_generated cdr_generic frame descriptor discovery)
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-20}"
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")

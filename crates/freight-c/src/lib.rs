@@ -55,7 +55,7 @@ pub use executor::{
     freight_node_create_subscription_callback, freight_node_create_subscription_callback_with_options,
     FreightCallbackSubscription, FreightExecutor, FreightSampleCallback,
 };
-pub use message_types::freight_type_register;
+pub use message_types::{freight_type_register, message_layout};
 pub use node::{freight_node_create, freight_node_destroy, freight_node_name, freight_node_namespace, FreightNode};
 pub use publisher::{
     freight_loan_backend, freight_loan_buffer, freight_loan_destroy, freight_loan_device_buffer,

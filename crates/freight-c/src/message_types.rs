@@ -101,6 +101,20 @@ pub(crate) fn layout_of(type_name: &str) -> Result<Arc<MessageLayout>, Failure> 
     }
 }
 
+/// The layout [`freight_type_register`] builds of the type `type_name`
+/// from its `ros2msg` definition: where its buffer fields are, and the hash
+/// of the Rust type generated from the same files. Public for what checks it
+/// against generated types (the `cdr_generic` fuzz target); C and C++ reach
+/// it through endpoints.
+///
+/// ```
+/// let layout = freight_c::message_layout("my_msgs/msg/Scan", "uint32 id\nfloat32[] ranges\n").unwrap();
+/// assert_eq!(layout.fixed_buffer_count(), 1);
+/// ```
+pub fn message_layout(type_name: &str, definition: &str) -> Result<MessageLayout, String> {
+    layout(type_name, definition).map_err(|e| e.message)
+}
+
 /// The layout of `type_name` from its `ros2msg` definition.
 fn layout(type_name: &str, definition: &str) -> Result<MessageLayout, Failure> {
     let bad = |why: String| Failure::new(Status::Type, format!("the definition of {type_name}: {why}"));
