@@ -7,10 +7,12 @@
 //! `FREIGHT_GENERIC_ROLE=<role>`; they report on stdout in lines marked
 //! `#gen# ` and end when their stdin closes.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc};
+mod common;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::Peer;
 
 use freight::generic::{
     ElementInfo, FieldKind, GenericMessage, GenericPublisher, GenericSubscription, Item, MessageLayout, Number,
@@ -305,7 +307,7 @@ fn a_generic_client_calls_a_typed_server_in_another_process_and_sees_it_die() {
     let (rq, rs) = sum_layouts();
     let client = node.create_generic_client(&name, rq.clone(), rs, ServiceOptions::default()).unwrap();
     assert!(matches!(client.call_async(&generic(&rq, &SumRequest::default())), Err(CallError::NoServer { .. })));
-    let mut peer = Peer::spawn(TEST, "typed_server", &name, None);
+    let mut peer = spawn(TEST, "typed_server", &name, None);
     peer.expect("READY");
     assert!(client.wait_for_service(T));
     for len in [0, 1 << 20] {
@@ -317,8 +319,7 @@ fn a_generic_client_calls_a_typed_server_in_another_process_and_sees_it_die() {
     }
     // A server that dies mid-call: the call ends promptly with a typed error.
     peer.expect_nothing_more();
-    let _ = peer.child.kill();
-    let _ = peer.child.wait();
+    peer.kill();
     let started = Instant::now();
     let e = client.call(&generic(&rq, &SumRequest::default()), T);
     assert!(matches!(e, Err(CallError::ServerGone { .. } | CallError::NoServer { .. })), "{e:?}");
@@ -329,71 +330,11 @@ fn a_generic_client_calls_a_typed_server_in_another_process_and_sees_it_die() {
 // Children
 // ---------------------------------------------------------------------------
 
-/// A child process whose marked stdout lines arrive on a channel; dropping it
-/// closes its stdin, then kills it.
-struct Peer {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Peer {
-    fn spawn(test: &str, role: &str, topic: &str, mounts: Option<&str>) -> Peer {
-        let exe = std::env::current_exe().expect("test binary");
-        let mut cmd = match mounts {
-            Some(script) => {
-                let mut c = Command::new("unshare");
-                c.args(["--mount", "--propagation", "private", "sh", "-c", script]).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
-        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(ROLE, role)
-            .env(TOPIC, topic)
-            .env(DOMAIN, domain().to_string());
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn peer");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some((_, l)) = line.split_once(MARK) {
-                    if tx.send(l.to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Peer { child, lines }
-    }
-
-    /// Fails if the peer said more than was expected of it.
-    fn expect_nothing_more(&self) {
-        if let Ok(line) = self.lines.try_recv() {
-            panic!("peer said {line:?}");
-        }
-    }
-
-    fn expect(&self, prefix: &str) -> String {
-        match self.lines.recv_timeout(T) {
-            Ok(line) if line.starts_with(prefix) => line,
-            other => panic!("peer said {other:?}, not a line starting with {prefix:?}"),
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// This test binary on `test` in `role`, for `topic` (or a service's name);
+/// `mounts` as [`Peer::spawn`] takes them.
+fn spawn(test: &str, role: &str, topic: &str, mounts: Option<&str>) -> Peer {
+    let envs = [(ROLE, role.to_string()), (TOPIC, topic.to_string()), (DOMAIN, domain().to_string())];
+    Peer::spawn(test, &envs, mounts, MARK)
 }
 
 /// Runs the child role if this process is a child; true if it was.
@@ -405,11 +346,7 @@ impl Drop for Peer {
 fn child() -> bool {
     let Ok(role) = std::env::var(ROLE) else { return false };
     let t = std::env::var(TOPIC).expect("the topic");
-    let (done_tx, done) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        let _ = done_tx.send(());
-    });
+    let done = common::stdin_closed();
     match role.as_str() {
         "typed_pub" | "network_typed_pub" => {
             let node = if role == "typed_pub" { node("gen_child") } else { network_node("gen_child") };
@@ -462,7 +399,7 @@ fn a_generic_subscription_takes_typed_frames_from_another_process() {
     let t = topic("processes");
     let node = node("generic_parent");
     let sub = node.create_generic_subscription(&t, image_layout(), 5, SubscriptionOptions::default()).unwrap();
-    let peer = Peer::spawn(TEST, "typed_pub", &t, None);
+    let peer = spawn(TEST, "typed_pub", &t, None);
     for n in 1..=3 {
         peer.expect(&format!("SENT {n}"));
         expect_image(&sub, n, 1 << 20, Transport::Shm);
@@ -480,7 +417,7 @@ fn generic_endpoints_speak_the_wire_cdr_to_another_host() {
     // Typed CDR from the other host, read by the layout.
     let t = topic("network_in");
     let sub = node.create_generic_subscription(&t, image_layout(), 5, SubscriptionOptions::default()).unwrap();
-    let peer = Peer::spawn(TEST, "network_typed_pub", &t, Some(OTHER_HOST_MOUNTS));
+    let peer = spawn(TEST, "network_typed_pub", &t, Some(OTHER_HOST_MOUNTS));
     for n in 1..=3 {
         peer.expect(&format!("SENT {n}"));
         expect_image(&sub, n, 1 << 20, Transport::Network);
@@ -490,7 +427,7 @@ fn generic_endpoints_speak_the_wire_cdr_to_another_host() {
     // A generic message written as the wire's CDR for a typed reader there.
     let t = topic("network_out");
     let publisher = node.create_generic_publisher(&t, image_layout(), 5, PublisherOptions::default()).unwrap();
-    let peer = Peer::spawn(TEST, "network_typed_sub", &t, Some(OTHER_HOST_MOUNTS));
+    let peer = spawn(TEST, "network_typed_sub", &t, Some(OTHER_HOST_MOUNTS));
     peer.expect("READY");
     let deadline = Instant::now() + T;
     while publisher.network_subscription_count() == 0 {

@@ -6,10 +6,11 @@
 //! `FREIGHT_SRV_ROLE=<role>`; they report on stdout in lines marked `#srv# `
 //! and end when their stdin closes.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::Peer;
 
 use freight::{
     BackendKind, BackendSet, Buffer, CallError, Context, DdsConfig, Executor, Node, Sample, ServiceOptions,
@@ -93,74 +94,11 @@ fn network_node(name: &str) -> Node {
 // Children
 // ---------------------------------------------------------------------------
 
-/// A child process whose marked stdout lines arrive on a channel; dropping it
-/// closes its stdin, then kills it.
-struct Peer {
-    child: Child,
-    lines: Receiver<String>,
-}
-
-impl Peer {
-    /// This test binary on `test`, in `role`; `mounts`, a shell script
-    /// ending in `exec "$0" "$@"`, runs first in a mount namespace of its own.
-    fn spawn(test: &str, role: &str, name: &str, mounts: Option<&str>) -> Peer {
-        let exe = std::env::current_exe().expect("test binary");
-        let mut cmd = match mounts {
-            Some(script) => {
-                let mut c = Command::new("unshare");
-                c.args(["--mount", "--propagation", "private", "sh", "-c", script]).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
-        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(ROLE, role)
-            .env(NAME, name)
-            .env(DOMAIN, domain().to_string());
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn peer");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some((_, l)) = line.split_once(MARK) {
-                    if tx.send(l.to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Peer { child, lines }
-    }
-
-    fn expect(&self, prefix: &str) -> String {
-        let deadline = Instant::now() + T;
-        loop {
-            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(_) => continue,
-                Err(_) => panic!("peer never printed a line starting with {prefix:?}"),
-            }
-        }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-    }
+/// This test binary on `test` in `role`, for the service `name`; `mounts`
+/// as [`Peer::spawn`] takes them.
+fn spawn(test: &str, role: &str, name: &str, mounts: Option<&str>) -> Peer {
+    let envs = [(ROLE, role.to_string()), (NAME, name.to_string()), (DOMAIN, domain().to_string())];
+    Peer::spawn(test, &envs, mounts, MARK)
 }
 
 /// Runs the child role if this process is a child; true if it was.
@@ -168,11 +106,7 @@ fn child() -> bool {
     let Ok(role) = std::env::var(ROLE) else { return false };
     let name = std::env::var(NAME).expect("the service's name");
     // Ends the child when the parent closes its stdin.
-    let (done_tx, done) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        let _ = done_tx.send(());
-    });
+    let done = common::stdin_closed();
     match role.as_str() {
         // Serves Checksum until stdin closes.
         "server" | "network_server" => {
@@ -338,7 +272,7 @@ fn a_server_in_another_process_answers_through_shared_memory() {
         return;
     }
     let name = service_name("procs");
-    let server = Peer::spawn(TEST, "server", &name, None);
+    let server = spawn(TEST, "server", &name, None);
     server.expect("READY");
     let n = node("srv_client");
     let client = n.create_client::<Checksum>(&name).unwrap();
@@ -364,7 +298,7 @@ fn a_server_that_dies_mid_call_ends_the_call_promptly() {
         return;
     }
     let name = service_name("dies");
-    let mut server = Peer::spawn(TEST, "stuck_server", &name, None);
+    let mut server = spawn(TEST, "stuck_server", &name, None);
     server.expect("READY");
     let n = node("srv_client_dies");
     let client = n.create_client::<Checksum>(&name).unwrap();
@@ -390,7 +324,7 @@ fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
         return;
     }
     let name = service_name("stopped");
-    let server = Peer::spawn(TEST, "server", &name, None);
+    let server = spawn(TEST, "server", &name, None);
     server.expect("READY");
     let n = node("srv_client_stopped");
     let client = n.create_client::<Checksum>(&name).unwrap();
@@ -398,7 +332,7 @@ fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
     assert_eq!(client.call(request(1, 64), T).unwrap().sum, expected_sum(1, 64));
     // Stopped for sure before the first call: `kill` returns while a server thread may
     // still run for a moment (a full make test saw it answer one more call).
-    freight_testkit::stop_process(server.child.id());
+    freight_testkit::stop_process(server.id());
     for salt in 2..5 {
         let t0 = Instant::now();
         match client.call(request(salt, 64), Duration::from_millis(300)) {
@@ -409,7 +343,7 @@ fn a_stopped_server_is_waited_for_and_serves_again_when_continued() {
     }
     assert!(client.service_is_ready(), "a stopped server is still there");
     // SAFETY: sending a signal touches no memory of this process.
-    assert_eq!(unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGCONT) }, 0, "SIGCONT");
+    assert_eq!(unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGCONT) }, 0, "SIGCONT");
     let reply = client.call(request(5, 1 << 20), T).expect("the continued server answers");
     assert_eq!(reply.sum, expected_sum(5, 1 << 20));
 }
@@ -425,7 +359,7 @@ fn a_server_on_another_host_answers_over_dds() {
         return;
     }
     let name = service_name("dds");
-    let server = Peer::spawn(TEST, "network_server", &name, Some(OTHER_HOST_MOUNTS));
+    let server = spawn(TEST, "network_server", &name, Some(OTHER_HOST_MOUNTS));
     server.expect("READY");
     let n = network_node("srv_client_dds");
     let client = n.create_client::<Checksum>(&name).unwrap();
@@ -545,7 +479,7 @@ fn requests_and_replies_in_device_memory_cross_processes() {
         return;
     }
     let name = service_name("device_procs");
-    let server = Peer::spawn(TEST, "device_server", &name, None);
+    let server = spawn(TEST, "device_server", &name, None);
     server.expect("READY");
     let n = node("srv_device_client");
     let payload: Vec<u8> = (0..(1 << 20)).map(|i| (i * 31 % 256) as u8).collect();
