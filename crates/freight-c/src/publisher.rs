@@ -78,8 +78,9 @@ pub(crate) unsafe fn message_args<'a>(
     Ok((unsafe { bytes(fields, fields_len, "the fields") }?, unsafe { buffer_slices(buffers, count) }?))
 }
 
-/// Creates a publisher of `type_name` (`"sensor_msgs/msg/Image"`, one of the
-/// built-in types) on `topic` with `qos` (null: keep last 10, reliable).
+/// Creates a publisher of `type_name` (`"sensor_msgs/msg/Image"`, a built-in
+/// type or a registered one) on `topic` with `qos` (null: keep last 10,
+/// reliable).
 ///
 /// # Safety
 /// `node` is null or live; `type_name` and `topic` are null or
@@ -133,9 +134,9 @@ pub(crate) fn backend_arg(name: &str) -> Result<BackendKind, Failure> {
 
 /// Publishes a message whose small fields are the CDR `fields` (buffer
 /// fields as ordinals) and whose buffers are `buffers[0..count]`, each copied
-/// into a Rust buffer and then into the frame (shared memory), and serialized
-/// for network readers. Two copies where Rust's `publish_copy` makes one: a
-/// loan makes none.
+/// once, from the caller's memory into the frame (shared memory), and
+/// serialized for network readers, as Rust's `publish_copy` does; a loan
+/// copies nothing.
 ///
 /// # Safety
 /// `publisher` is null or live; `fields` is readable for `fields_len` bytes;

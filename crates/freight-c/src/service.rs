@@ -178,8 +178,9 @@ unsafe fn send_request(
     client.0.call_async(fields, &buffers)
 }
 
-/// Creates a server of `srv_type` (`"std_srvs/srv/SetBool"`, one of the
-/// built-in services) for the service `name`, with ROS 2's service QoS.
+/// Creates a server of `srv_type` (`"std_srvs/srv/SetBool"`, a built-in
+/// service or one whose request and response are registered) for the
+/// service `name`, with ROS 2's service QoS.
 ///
 /// # Safety
 /// `node` is null or live; `srv_type` and `name` are null or NUL-terminated;

@@ -53,7 +53,7 @@ pub(crate) fn backend_name(kind: BackendKind) -> *const c_char {
     .as_ptr()
 }
 
-/// Creates a subscription of `type_name` (one of the built-in types) on
+/// Creates a subscription of `type_name` (a built-in type or a registered one) on
 /// `topic` with `qos` (null: keep last 10, reliable).
 ///
 /// # Safety

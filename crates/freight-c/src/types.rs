@@ -23,7 +23,7 @@ use freight_msg::{BackendKind, BufferStorage, RawBuffer};
 
 use crate::error::{Failure, Status};
 
-/// A publisher of some built-in type.
+/// A publisher as C sees it.
 pub(crate) trait AnyPublisher: Send + Sync {
     /// Publishes the message whose small fields are `fields` and whose buffers
     /// are `buffers`, copying each buffer once into the frame, as the Rust
@@ -36,7 +36,7 @@ pub(crate) trait AnyPublisher: Send + Sync {
     fn subscription_count(&self) -> usize;
 }
 
-/// A loan of some built-in type, its buffers' host addresses known.
+/// A loan as C holds it, its buffers' host addresses known.
 pub(crate) struct AnyLoan {
     /// The `LoanUninit<M>`.
     loan: Box<dyn Any + Send>,
@@ -61,7 +61,7 @@ pub(crate) struct LoanBuffer {
     pub(crate) device: Option<u64>,
 }
 
-/// A subscription of some built-in type.
+/// A subscription as C sees it.
 pub(crate) trait AnySubscription: Send + Sync {
     /// The next message, waiting up to `timeout`.
     fn take(&self, timeout: Duration) -> Result<Option<AnySample>, Failure>;

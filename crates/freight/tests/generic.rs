@@ -100,7 +100,10 @@ fn publish_loaned(publisher: &GenericPublisher, n: u32, len: usize) {
 /// Takes the next message from `sub` and checks it is `image(n, len)`, sent
 /// by `transport`.
 fn expect_image(sub: &GenericSubscription, n: u32, len: usize, transport: Transport) {
-    let sample = sub.take(T).unwrap().unwrap_or_else(|| panic!("image {n} never came"));
+    let sample = sub
+        .take(T)
+        .unwrap()
+        .unwrap_or_else(|| panic!("image {n} never came ({} publishers listed)", sub.publisher_count()));
     assert_eq!(sample.info.transport, transport);
     let typed = Image::from_cdr_with(&sample.to_cdr().unwrap(), &mut InlineBuffers).unwrap();
     assert_eq!(typed, image(n, len));
@@ -340,7 +343,8 @@ fn spawn(test: &str, role: &str, topic: &str, mounts: Option<&str>) -> Peer {
 /// Runs the child role if this process is a child; true if it was.
 ///
 /// - `typed_pub`, `network_typed_pub`: once a subscription matched, publishes
-///   `image(1..=3, 1 MiB)` as typed messages, one per line `SENT n`.
+///   `image(1..=3, 1 MiB)` as typed messages, one per line `SENT n`, and
+///   keeps the publisher until stdin closes.
 /// - `network_typed_sub`: takes three images and prints `GOT n OK` for each
 ///   that is `image(n, 1 MiB)`.
 fn child() -> bool {
@@ -351,8 +355,14 @@ fn child() -> bool {
         "typed_pub" | "network_typed_pub" => {
             let node = if role == "typed_pub" { node("gen_child") } else { network_node("gen_child") };
             let publisher = node.create_publisher::<Image>(&t, 5).expect("publisher");
+            // The subscription this role is for: in another process of this
+            // host, or on the other "host" over DDS.
+            let matched = || match role.as_str() {
+                "typed_pub" => publisher.subscription_count(),
+                _ => publisher.network_subscription_count(),
+            };
             let deadline = Instant::now() + T;
-            while publisher.subscription_count() + publisher.network_subscription_count() == 0 {
+            while matched() == 0 {
                 assert!(Instant::now() < deadline, "no subscription matched");
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -362,6 +372,9 @@ fn child() -> bool {
                 publisher.publish_copy(&image(n, 1 << 20)).expect("publish");
                 println!("{MARK}SENT {n}");
             }
+            // The publisher stays until the parent is done: samples of a
+            // publisher that went away may never be received.
+            let _ = done.recv_timeout(T);
         }
         "network_typed_sub" => {
             let node = network_node("gen_child");
@@ -373,6 +386,7 @@ fn child() -> bool {
                 let ok = *image_n == image(n, 1 << 20) && image_n.info().transport == Transport::Network;
                 println!("{MARK}GOT {n} {}", if ok { "OK" } else { "WRONG" });
             }
+            let _ = done.recv_timeout(T);
         }
         // Serves Sum until stdin closes.
         "typed_server" => {
@@ -382,11 +396,9 @@ fn child() -> bool {
             while done.try_recv().is_err() {
                 service.serve(Duration::from_millis(20)).expect("serve");
             }
-            return true;
         }
         other => panic!("unknown role {other}"),
     }
-    let _ = done.recv_timeout(T);
     true
 }
 

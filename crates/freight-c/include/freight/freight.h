@@ -17,7 +17,9 @@
  *    as its ordinal (a uint32), plus its buffers as memory ranges: what the
  *    C++ types of freight/msgs/<package>.hpp write and read. Endpoints are of
  *    freight's built-in message and service types, named as ROS 2 names
- *    them ("sensor_msgs/msg/Image", "std_srvs/srv/SetBool").
+ *    them ("sensor_msgs/msg/Image", "std_srvs/srv/SetBool"), or of types
+ *    registered first with their definition (freight_type_register: a
+ *    user's own .msg and .srv files; the C++ API registers its types).
  *
  * Link with -lfreight_c (libfreight_c.so or libfreight_c.a, built by
  * `cargo build --release -p freight-c`). Every function declared here is
@@ -380,8 +382,9 @@ void freight_executor_destroy(freight_executor *executor);
 
 /* A service `name` is requests and replies, carried as ROS 2 carries them;
  * a request or reply crosses as a message does (small fields in CDR with
- * buffer ordinals, buffers as memory ranges). Service types are freight's
- * built-in ones, named as ROS 2 names them ("std_srvs/srv/SetBool"). */
+ * buffer ordinals, buffers as memory ranges). Service types are named as ROS 2
+ * names them ("std_srvs/srv/SetBool"): a built-in one, or one whose request
+ * and response ("…/SetBool_Request", "…/SetBool_Response") are registered. */
 
 typedef struct freight_service_server freight_service_server;
 typedef struct freight_callback_service freight_callback_service;

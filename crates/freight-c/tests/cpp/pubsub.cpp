@@ -1,7 +1,8 @@
 // Publishers and subscriptions from C++ (tests/pubsub.rs runs it):
 //   pubsub inproc          both ends in this process, every path and error
 //   pubsub callbacks       callback subscriptions run by an executor
-//   pubsub pub TOPIC N     N images by loan, once a subscription matched
+//   pubsub pub TOPIC N     N images by loan, once a subscription matched;
+//                          then waits for stdin to close
 //   pubsub sub TOPIC N     takes N images and checks every byte
 //   pubsub hold TOPIC      takes images and keeps them all, until killed
 // All on local-only contexts: shared memory, nothing on the network.
@@ -196,6 +197,11 @@ static int publish(const std::string &topic, std::uint32_t n) {
     pub.publish(std::move(image));
     std::cout << "SENT " << k << std::endl;
     std::this_thread::sleep_for(20ms);
+  }
+  // The publisher stays until the test is done: the samples of a publisher
+  // that went away may never be received.
+  std::string line;
+  while (std::getline(std::cin, line)) {
   }
   return 0;
 }

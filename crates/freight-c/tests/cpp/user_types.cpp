@@ -1,7 +1,8 @@
 // A message type of the user's own .msg files from C++ (tests/user_types.rs
 // generates its header with `freight msg cpp` and runs this):
 //   user_types inproc        publish by copy and by loan, take, compare
-//   user_types pub TOPIC N   N messages by copy, once a subscription matched
+//   user_types pub TOPIC N   N messages by copy, once a subscription matched;
+//                            then waits for stdin to close
 //   user_types sub TOPIC N   takes N messages, prints what they hold
 //   user_types serve NAME    serves freight_test_msgs/srv/Detect until stdin closes
 //   user_types call NAME N   calls Detect N times, prints each reply
@@ -146,6 +147,11 @@ static int publish(const std::string &topic, std::uint32_t n) {
   for (std::uint32_t k = 1; k <= n; ++k) {
     pub.publish_copy(everything(k));
     std::cout << "sent " << k << std::endl;
+  }
+  // The publisher stays until the test is done: the samples of a publisher
+  // that went away may never be received.
+  std::string line;
+  while (std::getline(std::cin, line)) {
   }
   return 0;
 }
