@@ -135,6 +135,15 @@ impl Program {
         rest
     }
 
+    /// How it ended, if it has: for a failure message.
+    pub fn status(&mut self) -> String {
+        match self.child.try_wait() {
+            Ok(Some(status)) => format!("it ended: {status}"),
+            Ok(None) => "it is still running".into(),
+            Err(e) => format!("its state is unknown: {e}"),
+        }
+    }
+
     /// Kills it and waits for it to end.
     pub fn kill(mut self) {
         self.child.kill().unwrap();
