@@ -23,14 +23,6 @@ struct Parts<M> {
     failed_write: Option<WriteError>,
 }
 
-impl<M> Parts<M> {
-    fn set_write_stream(&mut self, stream: u64) {
-        for b in &mut self.lent.buffers {
-            b.block.set_write_stream(stream);
-        }
-    }
-}
-
 /// A loan whose buffers have not been written. Write them with
 /// [`write_from_slice`](Self::write_from_slice),
 /// [`write_from_fn`](Self::write_from_fn), or in place with
@@ -53,17 +45,17 @@ impl<M: Message> LoanUninit<M> {
 
     /// Number of buffers in the loan.
     pub fn buffer_count(&self) -> usize {
-        self.parts.lent.buffers.len()
+        self.parts.lent.buffer_count()
     }
 
     /// Length in bytes of buffer `i`.
     pub fn buffer_len(&self, i: usize) -> Option<usize> {
-        self.parts.lent.buffers.get(i).map(|b| b.block.len())
+        self.parts.lent.buffer_len(i)
     }
 
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
-        self.parts.lent.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+        self.parts.lent.backend()
     }
 
     /// Buffer `i` as uninitialised host memory, to write in place. `None` for
@@ -71,7 +63,7 @@ impl<M: Message> LoanUninit<M> {
     /// or with a kernel at its [`device_view`](Self::device_view)) and for an
     /// index out of range.
     pub fn buffer_uninit_mut(&mut self, i: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        self.parts.lent.buffers.get_mut(i)?.block.host_mut()
+        self.parts.lent.buffer_uninit_mut(i)
     }
 
     /// Where a device addresses buffer `i`, for a kernel to write it: `cuda`
@@ -107,7 +99,7 @@ impl<M: Message> LoanUninit<M> {
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn device_view(&self, i: usize) -> Option<DeviceView> {
-        self.parts.lent.buffers.get(i)?.block.device_view()
+        self.parts.lent.device_view(i)
     }
 
     /// Names the stream (a `CUstream` handle; `0` the legacy default stream)
@@ -117,14 +109,12 @@ impl<M: Message> LoanUninit<M> {
     /// stream. Buffers the CPU writes ignore it. See
     /// [`device_view`](Self::device_view) for an example.
     pub fn set_write_stream(&mut self, stream: u64) {
-        self.parts.set_write_stream(stream);
+        self.parts.lent.set_write_stream(stream);
     }
 
     /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
     pub fn write_buffer_from_host(&mut self, i: usize, offset: usize, src: &[u8]) -> Result<(), LoanError> {
-        let count = self.parts.lent.buffers.len();
-        let b = self.parts.lent.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
-        Ok(b.block.write_from_host(offset, src)?)
+        self.parts.lent.write_buffer_from_host(i, offset, src)
     }
 
     /// Fills the single buffer with `src` (which must have its length).
@@ -188,13 +178,13 @@ impl<M: Message> Loan<M> {
 
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
-        self.parts.lent.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+        self.parts.lent.backend()
     }
 
     /// Where a device addresses buffer `i` (see [`LoanUninit::device_view`]),
     /// for kernels that change it after it was first written.
     pub fn device_view(&self, i: usize) -> Option<DeviceView> {
-        self.parts.lent.buffers.get(i)?.block.device_view()
+        self.parts.lent.device_view(i)
     }
 
     /// Names the stream of the last device writes to this loan's buffers (see
@@ -216,7 +206,7 @@ impl<M: Message> Loan<M> {
     /// # Ok::<_, Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_write_stream(&mut self, stream: u64) {
-        self.parts.set_write_stream(stream);
+        self.parts.lent.set_write_stream(stream);
     }
 
     /// The message and what was lent for it, or the error of a write into

@@ -173,12 +173,11 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
-        let (msg, Lent { owner, frame, buffers, route, device_readers, kind }) = loan.into_parts()?;
-        check_slots(&Typed(&msg))?;
+        let (msg, lent) = loan.into_parts()?;
         let sender = &self.sender;
-        if owner != sender.id() {
-            return Err(PublishError::ForeignLoan);
-        }
+        lent.check_owner(sender)?;
+        check_slots(&Typed(&msg))?;
+        let Lent { owner, frame, buffers, route, device_readers, kind } = lent;
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them. A spilled loan goes over DDS only.
         let to_network = route == Route::Spill || sender.to_network();
@@ -227,7 +226,7 @@ impl<M: Message> Publisher<M> {
 
 /// Fails unless each buffer of `msg` is its loan's slot, in order: a
 /// message's buffers replaced by others cannot be published as the loan.
-pub(crate) fn check_slots<O: Outgoing>(msg: &O) -> Result<(), PublishError> {
+fn check_slots<O: Outgoing>(msg: &O) -> Result<(), PublishError> {
     let mut ordinal = 0usize;
     let mut foreign = None;
     msg.visit_buffers(&mut |raw| {
@@ -242,8 +241,9 @@ pub(crate) fn check_slots<O: Outgoing>(msg: &O) -> Result<(), PublishError> {
     }
 }
 
-/// Sends a written loan whose buffers are `msg`'s slots, in a frame (the
-/// in-process hand-over, which needs the Rust type, was not taken).
+/// Sends a written loan of `sender`'s whose buffers are `msg`'s slots, in a
+/// frame (the in-process hand-over, which needs the Rust type, was not
+/// taken).
 pub(crate) fn send_lent<O: Outgoing>(
     sender: &Sender,
     type_hash: u64,
@@ -251,10 +251,7 @@ pub(crate) fn send_lent<O: Outgoing>(
     lent: Lent,
     to_network: bool,
 ) -> Result<(), PublishError> {
-    let Lent { owner, mut frame, buffers, route, device_readers, .. } = lent;
-    if owner != sender.id() {
-        return Err(PublishError::ForeignLoan);
-    }
+    let Lent { mut frame, buffers, route, device_readers, .. } = lent;
     // A heap frame moves to shared memory when a subscriber in another
     // process came since the loan; should it find no room there, it
     // spills, and needs its CDR too.

@@ -7,11 +7,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use freight_backend::{Backend, Descriptor};
-use freight_msg::{BackendKind, RawBuffer};
+use freight_msg::{BackendKind, DeviceView, RawBuffer};
 use iceoryx2::prelude::*;
 
 use super::holds::Holds;
@@ -98,6 +99,57 @@ pub(crate) struct Lent {
     pub device_readers: Vec<u32>,
     /// The backend the buffers live in.
     pub kind: BackendKind,
+}
+
+impl Lent {
+    /// Number of buffers lent.
+    pub(crate) fn buffer_count(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// Length in bytes of buffer `i`.
+    pub(crate) fn buffer_len(&self, i: usize) -> Option<usize> {
+        self.buffers.get(i).map(|b| b.block.len())
+    }
+
+    /// The backend the buffers live in (`cpu` for a loan without buffers).
+    pub(crate) fn backend(&self) -> BackendKind {
+        self.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+    }
+
+    /// Buffer `i` as uninitialised host memory; `None` for device memory.
+    pub(crate) fn buffer_uninit_mut(&mut self, i: usize) -> Option<&mut [MaybeUninit<u8>]> {
+        self.buffers.get_mut(i)?.block.host_mut()
+    }
+
+    /// Where a device addresses buffer `i`.
+    pub(crate) fn device_view(&self, i: usize) -> Option<DeviceView> {
+        self.buffers.get(i)?.block.device_view()
+    }
+
+    /// Names the stream of the device writes to every buffer.
+    pub(crate) fn set_write_stream(&mut self, stream: u64) {
+        for b in &mut self.buffers {
+            b.block.set_write_stream(stream);
+        }
+    }
+
+    /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
+    pub(crate) fn write_buffer_from_host(&mut self, i: usize, offset: usize, src: &[u8]) -> Result<(), LoanError> {
+        let count = self.buffers.len();
+        let b = self.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
+        Ok(b.block.write_from_host(offset, src)?)
+    }
+
+    /// Fails unless `sender` lent it: only the publisher that lent a loan
+    /// sends it.
+    pub(crate) fn check_owner(&self, sender: &Sender) -> Result<(), PublishError> {
+        if self.owner == sender.id() {
+            Ok(())
+        } else {
+            Err(PublishError::ForeignLoan)
+        }
+    }
 }
 
 /// A loan's buffers once exported: the table entries the frame's meta

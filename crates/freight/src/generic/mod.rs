@@ -57,7 +57,7 @@ pub use service::{GenericClient, GenericPendingCall, GenericServiceServer};
 use crate::delivery::{decode_frame, decode_network, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError, TakeError};
 use crate::node::Node;
-use crate::publisher::{check_slots, send_copy, send_lent, PublisherOptions};
+use crate::publisher::{send_copy, send_lent, PublisherOptions};
 use crate::qos::QoS;
 use crate::sample::MessageInfo;
 use crate::subscription::{take_within, SubscriptionOptions};
@@ -192,12 +192,13 @@ impl GenericPublisher {
     /// copied but the small fields.
     pub fn publish(&self, loan: GenericLoan, fields: Vec<u8>) -> Result<(), PublishError> {
         let lent = loan.lent;
+        lent.check_owner(&self.sender)?;
+        // The loan's slots, in order: what `fields` must name.
         let slots = (0..lent.buffers.len())
             .map(|i| RawBuffer::loan_slot(i as u32, lent.buffers[i].block.len(), lent.kind))
             .collect();
         let msg = GenericMessage::new(self.layout.clone(), fields, slots)
             .map_err(|e| PublishError::Fields { type_name: self.type_name, reason: e.to_string() })?;
-        check_slots(&msg)?;
         let to_network = lent.route == Route::Spill || self.sender.to_network();
         send_lent(&self.sender, self.layout.hash(), &msg, lent, to_network)
     }
@@ -226,43 +227,39 @@ pub struct GenericLoan {
 impl GenericLoanUninit {
     /// Number of buffers in the loan.
     pub fn buffer_count(&self) -> usize {
-        self.lent.buffers.len()
+        self.lent.buffer_count()
     }
 
     /// Length in bytes of buffer `i`.
     pub fn buffer_len(&self, i: usize) -> Option<usize> {
-        self.lent.buffers.get(i).map(|b| b.block.len())
+        self.lent.buffer_len(i)
     }
 
     /// The backend the loan's buffers live in.
     pub fn backend(&self) -> BackendKind {
-        self.lent.buffers.first().map_or(BackendKind::Cpu, |b| b.backend.kind())
+        self.lent.backend()
     }
 
     /// Buffer `i` as uninitialised host memory; `None` for device memory.
     pub fn buffer_uninit_mut(&mut self, i: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        self.lent.buffers.get_mut(i)?.block.host_mut()
+        self.lent.buffer_uninit_mut(i)
     }
 
     /// Where a device addresses buffer `i` (see
     /// [`LoanUninit::device_view`](crate::LoanUninit::device_view)).
     pub fn device_view(&self, i: usize) -> Option<DeviceView> {
-        self.lent.buffers.get(i)?.block.device_view()
+        self.lent.device_view(i)
     }
 
     /// Names the stream of the device writes to the buffers (see
     /// [`LoanUninit::set_write_stream`](crate::LoanUninit::set_write_stream)).
     pub fn set_write_stream(&mut self, stream: u64) {
-        for b in &mut self.lent.buffers {
-            b.block.set_write_stream(stream);
-        }
+        self.lent.set_write_stream(stream);
     }
 
     /// Copies `src` into buffer `i` at `offset`, wherever the buffer lives.
     pub fn write_buffer_from_host(&mut self, i: usize, offset: usize, src: &[u8]) -> Result<(), LoanError> {
-        let count = self.lent.buffers.len();
-        let b = self.lent.buffers.get_mut(i).ok_or(LoanError::NoSuchBuffer { index: i, count })?;
-        Ok(b.block.write_from_host(offset, src)?)
+        self.lent.write_buffer_from_host(i, offset, src)
     }
 
     /// Declares every buffer written.
