@@ -267,7 +267,7 @@ pub unsafe extern "C" fn freight_loan_set_write_stream(loan: *mut FreightLoan, s
         // SAFETY: as the caller promised.
         let loan = unsafe { loan.as_mut() }
             .ok_or_else(|| Failure::new(Status::InvalidArgument, "the loan is a null pointer"))?;
-        loan.0.write_stream = Some(stream);
+        loan.0.loan.set_write_stream(stream);
         Ok(())
     })
 }

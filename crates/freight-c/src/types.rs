@@ -10,7 +10,6 @@
 //! read exactly that, and so do the generic endpoints: the small fields go
 //! into a frame as they are and come out of one the same way.
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,13 +37,9 @@ pub(crate) trait AnyPublisher: Send + Sync {
 
 /// A loan as C holds it, its buffers' host addresses known.
 pub(crate) struct AnyLoan {
-    /// The `LoanUninit<M>`.
-    loan: Box<dyn Any + Send>,
+    pub(crate) loan: GenericLoanUninit,
     pub(crate) buffers: Vec<LoanBuffer>,
     pub(crate) backend: BackendKind,
-    /// The stream the writes to its device buffers went to, applied when it
-    /// is published.
-    pub(crate) write_stream: Option<u64>,
 }
 
 // SAFETY: the addresses point into the loan, which is `Send`; they are only
@@ -245,7 +240,7 @@ impl AnyServer for GenericServiceServer {
     }
 
     fn send_loaned_response(&self, id: RequestId, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {
-        let loan = written(loan, self.response_layout())?;
+        let loan = written(loan);
         Ok(GenericServiceServer::send_loaned_response(self, id, loan, fields)?)
     }
 
@@ -267,7 +262,7 @@ impl AnyClient for GenericClient {
     }
 
     fn call_loaned(&self, loan: AnyLoan, fields: &[u8]) -> Result<Box<dyn AnyPendingCall>, Failure> {
-        let loan = written(loan, self.request_layout())?;
+        let loan = written(loan);
         Ok(Box::new(GenericClient::call_loaned(self, loan, fields)?))
     }
 
@@ -299,7 +294,7 @@ impl AnyPublisher for GenericPublisher {
     }
 
     fn publish(&self, loan: AnyLoan, fields: &[u8]) -> Result<(), Failure> {
-        let loan = written(loan, self.layout())?;
+        let loan = written(loan);
         Ok(GenericPublisher::publish(self, loan, fields.to_vec())?)
     }
 
@@ -336,23 +331,14 @@ fn any_loan(mut loan: GenericLoanUninit) -> AnyLoan {
             data: loan.buffer_uninit_mut(i).map_or(std::ptr::null_mut(), |b| b.as_mut_ptr().cast::<u8>()),
         })
         .collect();
-    AnyLoan { loan: Box::new(loan), buffers, backend, write_stream: None }
+    AnyLoan { loan, buffers, backend }
 }
 
-/// A loan C wrote, back as the core's, its write stream applied; `layout`
-/// names what it should be a loan of in the error for another's.
-fn written(loan: AnyLoan, layout: &MessageLayout) -> Result<GenericLoan, Failure> {
-    let write_stream = loan.write_stream;
-    let mut loan = loan
-        .loan
-        .downcast::<GenericLoanUninit>()
-        .map_err(|_| Failure::new(Status::InvalidArgument, format!("the loan is not one of {}", layout.type_name())))?;
-    if let Some(stream) = write_stream {
-        loan.set_write_stream(stream);
-    }
+/// A loan C wrote, back as the core's to send.
+fn written(loan: AnyLoan) -> GenericLoan {
     // SAFETY: the C ABI's contract: the caller wrote every byte of every
     // buffer before sending the loan (C++'s typestate: only a written loan).
-    Ok(unsafe { loan.assume_init() })
+    unsafe { loan.loan.assume_init() }
 }
 
 /// A sample as it crosses: its small fields are already what C reads.
