@@ -52,11 +52,12 @@ impl Context {
 ///
 /// A subscriber's `receive` walks every connection slot it has, on every
 /// poll: one per publisher the service allows, and a buffer for publishers
-/// that left while samples of theirs were still queued — 128 by default. A
-/// topic has at most `max_publishers` publishers, and a subscription holds at
-/// most `max_held_samples` samples (iceoryx2 keeps the buffer at least that
-/// large), so more slots are never used; with 128 an empty poll costs about
-/// four times what it does with 16.
+/// that left while samples of theirs were still queued or held — 128 by
+/// default. A topic has at most `max_publishers` publishers; a subscription
+/// holds at most `max_held_samples` samples, and keeps at most `max_depth`
+/// more when publishers say farewell (`delivery::farewell`), so more slots
+/// are never used; with 128 an empty poll costs about four times what it
+/// does with 16.
 ///
 /// Two processes that open a new topic at once: one creates its services, the
 /// other waits for the creation to finish, 1 s by default. Beside a build, two
@@ -67,7 +68,7 @@ impl Context {
 fn iceoryx2_config(limits: &crate::Limits) -> iceoryx2::config::Config {
     let mut config = crate::local_plane::iceoryx2_config().clone();
     config.defaults.publish_subscribe.subscriber_expired_connection_buffer =
-        limits.max_publishers.max(limits.max_held_samples);
+        limits.max_publishers.max(limits.max_held_samples + limits.max_depth);
     config.global.creation_timeout = config.global.creation_timeout.max(CREATION_TIMEOUT);
     config
 }

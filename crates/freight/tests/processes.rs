@@ -882,6 +882,34 @@ fn run_child(role: &str) {
             say("SENT");
             wait_for_parent(&cmds);
         }
+        // A subscription that never takes.
+        "never_takes" => {
+            let _sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+            say("READY");
+        }
+        // Publishes COUNT patterned messages of SIZE bytes to the one
+        // subscription waiting, then leaves as FREIGHT_TEST_LEAVE says:
+        // `drop` drops the publisher and its node and lives on, `exit` ends
+        // the process.
+        "publish_and_leave" => {
+            let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+            wait_for_subscriptions(&p, 1);
+            let count: u32 = param("FREIGHT_TEST_COUNT").parse().unwrap();
+            let size: usize = param("FREIGHT_TEST_SIZE").parse().unwrap();
+            for k in 0..count {
+                let mut m = p.loan(size).unwrap().write_from_fn(|i| pat(k, i));
+                m.layout.data_offset = k;
+                p.publish(m).unwrap();
+            }
+            drop(p);
+            drop(n);
+            say("GONE");
+            if param("FREIGHT_TEST_LEAVE") == "exit" {
+                return;
+            }
+            wait_for_parent(&cmds);
+            return;
+        }
         r => panic!("unknown child role {r}"),
     }
     wait_for_parent(&cmds);
@@ -1232,6 +1260,79 @@ fn a_subscriber_in_another_pid_namespace_gets_host_copies_of_device_memory_and_h
         assert_eq!(got, [k.to_string(), "true".into(), "shm".into(), "shm".into(), "true".into()], "message {k}");
     }
     sub.finish();
+}
+
+/// What a publisher sent stays for its subscribers after it leaves, as a DDS
+/// reader keeps what reached its history after the writer is deleted: a node
+/// that publishes a last message and ends must not lose it. The subscription
+/// does not look until the publisher has gone, so nothing but freight itself
+/// can have attached it to the publisher's memory meanwhile.
+#[test]
+fn messages_sent_before_their_publisher_left_are_still_taken() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let n = node("left");
+    // 1 KiB fits the publisher's first data segment, 4 MiB makes it map
+    // another: neither is mapped by the subscriber before it receives.
+    for (leave, size) in [("drop", 1024), ("exit", 1024), ("drop", 4 << 20), ("exit", 4 << 20)] {
+        let t = topic(&format!("left_{leave}_{size}"));
+        let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+        let size_param = size.to_string();
+        let mut kid = Kid::spawn(
+            "messages_sent_before_their_publisher_left_are_still_taken",
+            "publish_and_leave",
+            &[
+                ("FREIGHT_TEST_TOPIC", &t),
+                ("FREIGHT_TEST_COUNT", "3"),
+                ("FREIGHT_TEST_SIZE", &size_param),
+                ("FREIGHT_TEST_LEAVE", leave),
+            ],
+        );
+        kid.expect("GONE", T);
+        if leave == "exit" {
+            kid.finish();
+        }
+        assert!(wait_until(T, || sub.publisher_count() == 0), "{leave} {size}: the publisher is gone");
+        for k in 0..3 {
+            let s = sub.take(T).unwrap().unwrap_or_else(|| panic!("{leave} {size}: message {k} was lost"));
+            let bytes = s.data.as_bytes().unwrap();
+            assert_eq!((s.layout.data_offset, bytes.len()), (k, size), "{leave} {size}: message {k} in order");
+            assert!(has_pattern(k, bytes), "{leave} {size}: message {k} intact");
+        }
+    }
+}
+
+/// A subscriber process that is stopped cannot answer a publisher's
+/// farewell: the publisher goes all the same, after a bounded wait.
+#[test]
+fn a_stopped_subscriber_process_delays_a_publishers_drop_by_a_bounded_wait() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let _serial = serial();
+    let t = topic("farewell_stopped");
+    let n = node("farewell_stopped");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::keep_last(16)).unwrap();
+    let mut kid = Kid::spawn(
+        "a_stopped_subscriber_process_delays_a_publishers_drop_by_a_bounded_wait",
+        "never_takes",
+        &[("FREIGHT_TEST_TOPIC", &t)],
+    );
+    kid.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    assert_eq!(unsafe { libc::kill(kid.pid() as libc::pid_t, libc::SIGSTOP) }, 0);
+    publish_tagged(&p, 1, 0).unwrap();
+    let dropping = Instant::now();
+    drop(p);
+    let took = dropping.elapsed();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(kid.pid() as libc::pid_t, libc::SIGCONT) }, 0);
+    // The wait is 0.5 s; the margin is for a loaded machine.
+    assert!(took < Duration::from_secs(3), "dropping the publisher took {took:?}");
+    kid.finish();
 }
 
 #[test]

@@ -146,9 +146,10 @@ pub struct PubArgs {
     /// at once).
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs, value_name = "SECS")]
     pub spin_time: f64,
-    /// Seconds to stay up after the last message (--count, --once). Messages a subscription
-    /// has not taken yet when the publisher goes are lost (shared memory drops them with the
-    /// publisher), so this is the time subscriptions get to catch up.
+    /// Seconds to stay up after the last message (--count, --once). What reached a
+    /// shared-memory subscription stays with it when the publisher goes; a message still on
+    /// its way over DDS (a large one, to another host or a stock ROS 2 node) is lost then, as
+    /// from a stock ROS 2 publisher, so this is the time it gets to arrive.
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs, value_name = "SECS")]
     pub keep_alive: f64,
     #[command(flatten)]

@@ -29,7 +29,8 @@
 //!
 //! [`housekeeping`] runs the per-process threads: history for late joiners
 //! of latched topics, holds of dead readers given back, and those of
-//! readers that missed a frame unannounced ([`unattached`]).
+//! readers that missed a frame unannounced ([`unattached`]). A dropped
+//! publisher says [`farewell`] so that what it sent outlives it.
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use freight_msg::Message;
 use crate::frame::{DATA_ALIGN, HEADER_LEN};
 use crate::topic::Ipc;
 
+mod farewell;
 mod holds;
 pub(crate) mod housekeeping;
 mod import;

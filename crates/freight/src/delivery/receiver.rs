@@ -4,7 +4,7 @@
 //! A [`Receiver`] is everything a subscription is but its message type;
 //! [`super::import`] reads what it receives.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use freight_dds::ReceivedCdr;
 use freight_msg::{BackendKind, BackendSet};
 use iceoryx2::prelude::*;
 
-use super::MessageType;
+use super::{farewell, MessageType};
 use crate::context::Context;
 use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
 use crate::error::{CreateError, ShmError, TakeError};
@@ -91,6 +91,14 @@ pub(crate) struct Receiver {
     intra: Arc<IntraQueue>,
     pub(crate) services: Arc<TopicServices>,
     iox: IoxSubscriber,
+    /// Frames taken out of `iox` for this subscription when a publisher
+    /// said farewell ([`farewell`]), older than anything still there; at
+    /// most `depth`. Locked around every receive from `iox`, so that a
+    /// publisher's frames stay in order.
+    kept: Mutex<VecDeque<Frame>>,
+    depth: usize,
+    /// Keeps this process's mailbox open while the subscription lives.
+    _mailbox: Option<Arc<farewell::Mailbox>>,
     pub(crate) listener: Listener,
     /// The DDS reader; `None` in a local-only context.
     pub(crate) network: Option<NetworkReader>,
@@ -186,6 +194,8 @@ impl Receiver {
         let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
         let services = node.inner.topics.open(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
         let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
+        // Before the port exists: a publisher that sees it finds the mailbox.
+        let mailbox = farewell::mailbox();
         let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;
         // Listen before connecting so no wake-up between the two is lost.
         let listener = services
@@ -217,7 +227,7 @@ impl Receiver {
         };
         let intra = Arc::new(IntraQueue::new(ad, depth, on_evict));
         lock(&local.subs).push(Arc::downgrade(&intra));
-        Ok(Arc::new(Receiver {
+        let receiver = Arc::new(Receiver {
             node: node.clone(),
             topic: topic.into(),
             qos,
@@ -230,9 +240,44 @@ impl Receiver {
             intra,
             services,
             iox,
+            kept: Mutex::default(),
+            depth,
+            _mailbox: mailbox,
             listener,
             network,
-        }))
+        });
+        farewell::register(&receiver);
+        Ok(receiver)
+    }
+
+    /// The iceoryx2 id of its subscriber port.
+    pub(super) fn port_id(&self) -> u128 {
+        self.iox.id().value()
+    }
+
+    /// Receives what is queued in shared memory into this subscription's
+    /// own queue, so that it holds it after the publisher goes: the newest
+    /// `depth` frames, those of a keep-last subscription dropping the
+    /// oldest. What it may not hold more of stays queued.
+    pub(super) fn keep_queued(&self) {
+        let mut kept = lock(&self.kept);
+        // A live publisher may refill its queue meanwhile: a bound on the
+        // receives, at a full queue per publisher.
+        let publishers = self.services.data.dynamic_config().number_of_publishers().max(1);
+        let keep_all = self.qos.history == History::KeepAll;
+        for _ in 0..self.depth.saturating_mul(publishers) {
+            if keep_all && kept.len() >= self.depth {
+                break;
+            }
+            // Nothing left, or the subscription holds all a publisher lets it.
+            let Ok(Some(sample)) = self.iox.receive() else { break };
+            kept.push_back(Arc::new(ShmFrame::new(sample)));
+            if kept.len() > self.depth {
+                if let Some(oldest) = kept.pop_front() {
+                    self.unread.release_frame(oldest.bytes());
+                }
+            }
+        }
     }
 
     /// Publishers of this topic alive now, in any process, after removing
@@ -250,7 +295,13 @@ impl Receiver {
             Some(Handed::Sample(sample)) => return Ok(Some(Arrival::Sample(sample))),
             None => {}
         }
-        match self.iox.receive() {
+        let mut kept = lock(&self.kept);
+        if let Some(frame) = kept.pop_front() {
+            return Ok(Some(Arrival::Frame(frame, Transport::Shm)));
+        }
+        let received = self.iox.receive();
+        drop(kept);
+        match received {
             Ok(Some(s)) => Ok(Some(Arrival::Frame(Arc::new(ShmFrame::new(s)), Transport::Shm))),
             Ok(None) => match &self.network {
                 Some(n) => n.take().map(|s| s.map(Arrival::Cdr)).map_err(TakeError::Network),
@@ -280,6 +331,7 @@ impl Receiver {
     /// Whether a message is queued.
     pub(crate) fn has_data(&self) -> bool {
         !self.intra.is_empty()
+            || !lock(&self.kept).is_empty()
             || self.iox.has_samples().unwrap_or(false)
             || self.network.as_ref().is_some_and(NetworkReader::has_data)
     }
@@ -345,6 +397,9 @@ impl Drop for Receiver {
             if let Handed::Frame(frame) = item {
                 self.unread.release_frame(frame.bytes());
             }
+        }
+        for frame in lock(&self.kept).drain(..) {
+            self.unread.release_frame(frame.bytes());
         }
         while let Ok(Some(sample)) = self.iox.receive() {
             self.unread.release_frame(sample.payload());

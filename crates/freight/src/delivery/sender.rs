@@ -86,6 +86,17 @@ pub(crate) struct Sender {
     /// check said on stderr that the QoS asks more than it holds.
     foreseen: AtomicUsize,
     said_small: AtomicBool,
+    /// Whether a frame left through shared memory: then the publisher says
+    /// farewell when dropped ([`super::farewell`]).
+    pub(super) sent_shm: AtomicBool,
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        if self.sent_shm.load(Ordering::Relaxed) {
+            super::farewell::say(self);
+        }
+    }
 }
 
 /// What a loan holds besides its message: the frame, the buffers lent in it
@@ -259,6 +270,7 @@ impl Sender {
             said_full: AtomicBool::new(false),
             foreseen: AtomicUsize::new(0),
             said_small: AtomicBool::new(false),
+            sent_shm: AtomicBool::new(false),
         });
         if qos.durability == Durability::TransientLocal {
             housekeeping::latch::register(&sender);

@@ -224,6 +224,9 @@ impl Sender {
                 // Held from before the send until the frame is noted (see `Noting`).
                 let noting = self.unattached.as_ref().filter(|_| !device.is_empty()).map(|u| u.for_send());
                 let sent = sample.send();
+                if !self.sent_shm.load(Ordering::Relaxed) {
+                    self.sent_shm.store(true, Ordering::Relaxed);
+                }
                 let handled = self.missed.take();
                 // A subscriber the handler failed the send for missed the
                 // frame. One it discarded the frame for at once may have
