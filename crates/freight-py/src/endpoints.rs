@@ -719,6 +719,9 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
 }
 
 /// A publisher (rclpy's `Publisher`).
+///
+/// What it published stays with its subscriptions after it goes: freeing it
+/// waits until their processes hold it, at most half a second.
 #[pyclass(frozen, module = "freight", name = "Publisher")]
 pub(crate) struct Publisher {
     inner: Box<dyn AnyPublisher>,

@@ -50,6 +50,11 @@ impl Default for PublisherOptions {
 
 /// Publishes messages of type `M` on one topic.
 ///
+/// What it published stays with its subscriptions after it is dropped, also
+/// in other processes that have not taken it yet: the drop waits until their
+/// processes hold it, at most half a second (a stopped subscriber process
+/// costs that much).
+///
 /// ```no_run
 /// use freight::{Context, QoS};
 /// use freight::msgs::sensor_msgs::Image;

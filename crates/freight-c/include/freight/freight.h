@@ -223,6 +223,8 @@ void freight_loan_destroy(freight_loan *loan);
 /* Subscriptions matched (in this process, on this host, over the network). */
 size_t freight_publisher_subscription_count(const freight_publisher *publisher);
 
+/* What it published stays with its subscriptions: this waits until their
+ * processes hold it, at most half a second. */
 void freight_publisher_destroy(freight_publisher *publisher);
 
 /* ---- Subscription and sample --------------------------------------------- */

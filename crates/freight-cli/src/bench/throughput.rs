@@ -20,10 +20,11 @@
 //!   (`received share`, of the messages published while it was receiving).
 //! * **Greeting.** Before the run the publisher sends a greeting (`seq == u64::MAX - 1`)
 //!   until every subscriber acked it once. A subscriber acks its stop message and exits at
-//!   once, and a sample from a publisher the receiver never received from before is lost when
-//!   that publisher's process exits first: iceoryx2 maps a publisher's data segment on the
-//!   first sample taken from it (a known freight defect, `xfail` in
-//!   `python/tests/test_processes.py`). The greeting's ack maps each ack publisher's segment.
+//!   once, and with raw iceoryx2 a sample from a publisher the receiver never received from
+//!   before is lost when that publisher's process exits first: iceoryx2 maps a publisher's
+//!   data segment on the first sample taken from it (freight's publishers say farewell:
+//!   `crates/freight/src/delivery/farewell.rs`). The greeting's ack maps each ack
+//!   publisher's segment, so that both kinds of row run the same protocol.
 //! * **Warm-up.** The first [`WARMUP_ITERATIONS`] messages are published but not counted by
 //!   the subscribers, nor by the publisher's rate.
 //! * **Counting.** Each subscriber counts the messages it took after the warm-up and the time

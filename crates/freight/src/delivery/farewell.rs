@@ -13,15 +13,15 @@
 //! So a publisher that sent through shared memory says farewell before its
 //! port goes. Each process with subscriptions keeps a *mailbox*, an iceoryx2
 //! event service named after its pid namespace and pid, listened to by a
-//! thread of its own ([`Mailbox`]). The publisher notifies the mailbox of each of its
-//! subscribers' processes (one at a time: events carry no sender), with the
-//! [`mailbox_id`] of each subscription there. That thread receives what is
-//! queued for those subscriptions into their own queue
-//! ([`Receiver::keep_queued`]), so that they hold it, and answers on the
-//! publisher's farewell service, made for the occasion. The publisher waits
-//! for the answers at most [`FAREWELL_WAIT`] in all, as Cyclone DDS bounds a
-//! deleted writer's wait for acknowledgements (`WriterLingerDuration`): a
-//! stopped subscriber process makes its publishers' drops that much slower,
+//! thread of its own ([`Mailbox`]). The publisher notifies the mailbox of
+//! each of its subscribers' processes with the [`mailbox_id`] of each
+//! subscription there. That thread receives what is queued for those
+//! subscriptions into their own queue ([`Receiver::keep_queued`]), so that
+//! they hold it, and answers on the publisher's farewell service, made for
+//! the occasion. The publisher waits for the answers at most
+//! [`FAREWELL_WAIT`], as Cyclone DDS bounds a deleted writer's wait for
+//! acknowledgements (`WriterLingerDuration`): a stopped subscriber process
+//! makes the first of its publishers' drops that much slower (see [`say`]),
 //! and what it had not received is lost, as with DDS.
 //!
 //! A publisher process that is killed says no farewell: what its
@@ -225,11 +225,20 @@ fn answer(r: &Receiver, port: u128, id: EventId) -> Option<usize> {
     service.notifier_builder().create().ok()?.notify_with_custom_event_id(id).ok()
 }
 
+/// A subscriber's process: its pid namespace (if known) and pid.
+type Process = (Option<u32>, u32);
+
 /// Says `s`'s farewell to the processes of its subscribers and waits until
 /// each holds what it sent, or [`FAREWELL_WAIT`] passes.
+///
+/// Answers name a subscription's mailbox id, not its process: the processes
+/// are asked in rounds whose ids differ (nearly always one round). A process
+/// that let the wait pass (stopped, say) is still told, but not waited for
+/// again for [`UNANSWERED_FOR`]: a stopped subscriber of a process's many
+/// publishers costs its exit one wait, not one per publisher.
 pub(super) fn say(s: &Sender) {
     let node = &s.node.inner.iox;
-    let mut processes: BTreeMap<(Option<u32>, u32), BTreeSet<usize>> = BTreeMap::new();
+    let mut processes: BTreeMap<Process, BTreeSet<usize>> = BTreeMap::new();
     s.services.data.dynamic_config().list_subscribers(|d| {
         // A dead process answers no one; one in another pid namespace is
         // asked all the same (its pid says nothing here).
@@ -258,20 +267,29 @@ pub(super) fn say(s: &Sender) {
         Ok(a) => a,
         Err(why) => return said_once(&s.topic, &why),
     };
-    let deadline = Instant::now() + FAREWELL_WAIT;
-    for ((pid_ns, pid), mut waiting) in processes {
-        let Some(mailbox) = mailbox_of(node, pid_ns, pid) else { continue };
-        let Ok(notifier) = mailbox.notifier_builder().create() else { continue };
-        let heard =
-            waiting.iter().all(|&id| matches!(notifier.notify_with_custom_event_id(EventId::new(id)), Ok(n) if n > 0));
-        if !heard {
-            // Nobody listens: the process's mailbox thread failed.
-            continue;
+    let mut rounds: Vec<Vec<(Process, BTreeSet<usize>)>> = Vec::new();
+    for (process, ids) in processes {
+        let fits = |round: &Vec<(Process, BTreeSet<usize>)>| round.iter().all(|(_, other)| other.is_disjoint(&ids));
+        match rounds.iter_mut().find(|r| fits(r)) {
+            Some(round) => round.push((process, ids)),
+            None => rounds.push(vec![(process, ids)]),
         }
+    }
+    for round in rounds {
+        // The ids still unanswered, each with its process.
+        let mut waiting: BTreeMap<usize, Process> = BTreeMap::new();
+        for (process, ids) in round {
+            if tell(node, process, &ids) && !unanswered(process) {
+                waiting.extend(ids.into_iter().map(|id| (id, process)));
+            }
+        }
+        let deadline = Instant::now() + FAREWELL_WAIT;
         while !waiting.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return;
+                let mut late = lock(late_processes());
+                late.extend(waiting.values().map(|&p| (p, Instant::now())));
+                break;
             }
             let woke = listener.timed_wait(
                 |a| {
@@ -286,6 +304,30 @@ pub(super) fn say(s: &Sender) {
             }
         }
     }
+}
+
+/// How long a process that let a farewell's wait pass is not waited for.
+const UNANSWERED_FOR: Duration = Duration::from_secs(10);
+
+/// Processes that let a farewell's wait pass, and when.
+fn late_processes() -> &'static Mutex<BTreeMap<Process, Instant>> {
+    static L: OnceLock<Mutex<BTreeMap<Process, Instant>>> = OnceLock::new();
+    L.get_or_init(Mutex::default)
+}
+
+/// Whether `process` let a farewell's wait pass within [`UNANSWERED_FOR`].
+fn unanswered(process: Process) -> bool {
+    let mut late = lock(late_processes());
+    late.retain(|_, at| at.elapsed() < UNANSWERED_FOR);
+    late.contains_key(&process)
+}
+
+/// Notifies the mailbox of `process` for each of `ids`; false when it has
+/// none, or nobody listens (its mailbox thread failed).
+fn tell(node: &iceoryx2::node::Node<Ipc>, (pid_ns, pid): Process, ids: &BTreeSet<usize>) -> bool {
+    let Some(mailbox) = mailbox_of(node, pid_ns, pid) else { return false };
+    let Ok(notifier) = mailbox.notifier_builder().create() else { return false };
+    ids.iter().all(|&id| matches!(notifier.notify_with_custom_event_id(EventId::new(id)), Ok(n) if n > 0))
 }
 
 /// The mailbox of process `pid`, if it has one.
