@@ -5,8 +5,8 @@
 //! Port names hold at most 64 bytes:
 //!
 //! ```text
-//! subscription  fs1;<pid>;<r|b>;<v|t>;<accepted backends, 2 hex>;<b|s>[;c<cuda device>][;f<fake device>]
-//! publisher     fp1;<pid>;<r|b>;<v|t>;<backend>[;<device>]
+//! subscription  fs3;<pid, hex>;<r|b><v|t><b|s><a|l><accepted backends, 2 hex>;<pid ns, hex>[;c<cuda device>][;f<fake device>]
+//! publisher     fp2;<pid>;<pid ns, hex>;<r|b>;<v|t>;<backend>[;<device>]
 //! ```
 //!
 //! A device is a [`DeviceTag`] (16 hex digits), written for each device-pool
@@ -178,7 +178,8 @@ pub struct SubscriberAd {
 const PREFIX: &str = "fs3";
 const PREFIX_V2: &str = "fs2";
 const PREFIX_V1: &str = "fs1";
-const PUBLISHER_PREFIX: &str = "fp1";
+const PUBLISHER_PREFIX: &str = "fp2";
+const PUBLISHER_PREFIX_V1: &str = "fp1";
 
 /// A publisher as subscribers and tools see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,14 +195,19 @@ pub struct PublisherAd {
     pub backend: BackendKind,
     /// The device of its pool, for device-pool backends (`cuda`, `fake-device`).
     pub device: Option<DeviceTag>,
+    /// Its process's pid namespace (the inode of `/proc/self/ns/pid`), if
+    /// known: with the pid, it names the process's mailbox on the host.
+    pub pid_ns: Option<u32>,
 }
 
 impl PublisherAd {
-    /// The port name (at most 64 bytes).
+    /// The port name (at most 64 bytes): `fp2;<pid>;<pid ns in hex>;` then
+    /// reliability, durability, backend and the device tag, `;`-separated.
     pub fn encode(&self) -> String {
         let mut s = format!(
-            "{PUBLISHER_PREFIX};{};{};{};{}",
+            "{PUBLISHER_PREFIX};{};{};{};{};{}",
             self.pid,
+            self.pid_ns.map_or_else(String::new, |ns| format!("{ns:x}")),
             reliability_code(self.reliability),
             durability_code(self.durability),
             self.backend.name()
@@ -212,14 +218,26 @@ impl PublisherAd {
         s
     }
 
-    /// Parses a port name; `None` for ports that are not freight publishers.
+    /// Parses a port name (also an earlier freight's, `fp1`, without the
+    /// pid namespace); `None` for ports that are not freight publishers.
     pub fn decode(s: &str) -> Option<Self> {
         let mut it = s.split(';');
-        if it.next()? != PUBLISHER_PREFIX {
-            return None;
-        }
+        let v1 = match it.next()? {
+            PUBLISHER_PREFIX => false,
+            PUBLISHER_PREFIX_V1 => true,
+            _ => return None,
+        };
+        let pid = it.next()?.parse().ok()?;
+        let pid_ns = match v1 {
+            true => None,
+            false => match it.next()? {
+                "" => None,
+                hex => Some(u32::from_str_radix(hex, 16).ok()?),
+            },
+        };
         Some(PublisherAd {
-            pid: it.next()?.parse().ok()?,
+            pid,
+            pid_ns,
             reliability: parse_reliability(it.next()?)?,
             durability: parse_durability(it.next()?)?,
             backend: BackendKind::from_name(it.next()?)?,
@@ -396,9 +414,11 @@ mod tests {
             durability: Durability::Volatile,
             backend: BackendKind::FakeDevice,
             device: None,
+            pid_ns: None,
         };
         assert!(p.encode().len() <= 64);
         assert_eq!(PublisherAd::decode(&p.encode()), Some(p));
+        assert_eq!(PublisherAd::decode("fp1;7;r;v;fake-device"), Some(p), "an earlier freight's publisher");
         assert_eq!(PublisherAd::decode(&ad.encode()), None);
     }
 
@@ -467,6 +487,7 @@ mod tests {
                 durability: Durability::TransientLocal,
                 backend,
                 device: Some(TAG),
+                pid_ns: Some(u32::MAX),
             };
             let s = p.encode();
             assert!(s.len() <= 64, "{} bytes: {s}", s.len());

@@ -11,44 +11,60 @@
 //! subscriber that never looked meanwhile.
 //!
 //! So a publisher that sent through shared memory says farewell before its
-//! port goes. Each process with subscriptions keeps a *mailbox*, an iceoryx2
+//! port goes. Each process with endpoints keeps a *mailbox*, an iceoryx2
 //! event service named after its pid namespace and pid, listened to by a
 //! thread of its own ([`Mailbox`]). The publisher notifies the mailbox of
 //! each of its subscribers' processes with the [`mailbox_id`] of each
-//! subscription there. That thread receives what is queued for those
-//! subscriptions into their own queue ([`Receiver::keep_queued`]), so that
-//! they hold it, and answers on the publisher's farewell service, made for
-//! the occasion. The publisher waits for the answers at most
-//! [`FAREWELL_WAIT`], as Cyclone DDS bounds a deleted writer's wait for
-//! acknowledgements (`WriterLingerDuration`): a stopped subscriber process
-//! makes the first of its publishers' drops that much slower (see [`say`]),
-//! and what it had not received is lost, as with DDS.
+//! subscription there (a *request*). That thread receives what is queued for
+//! those subscriptions into their own queue ([`Receiver::keep_queued`]), so
+//! that they hold it, and then tells the mailboxes of the topic's publishers
+//! (an *answer*, the same id above [`IDS`]). The publisher waits for the
+//! answers at most [`FAREWELL_WAIT`], as Cyclone DDS bounds a deleted
+//! writer's wait for acknowledgements (`WriterLingerDuration`): a stopped
+//! subscriber process makes the first of its publishers' drops that much
+//! slower (see [`say`]), and what it had not received is lost, as with DDS.
 //!
+//! Notifiers to other processes' mailboxes are kept ([`MAX_PEERS`] of them),
+//! so that a farewell costs a few notifications, not the opening of services.
 //! A publisher process that is killed says no farewell: what its
 //! subscriptions had not received goes with it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
 use super::{Receiver, Sender};
-use crate::endpoint::SubscriberAd;
+use crate::endpoint::{PublisherAd, SubscriberAd};
 use crate::process::pid_namespace;
 use crate::sync::lock;
-use crate::topic::{EventService, Ipc};
+use crate::topic::Ipc;
 
 /// The longest a dropped publisher waits for its subscribers' processes.
 pub(crate) const FAREWELL_WAIT: Duration = Duration::from_millis(500);
 
-/// Mailbox events are subscription ids below this (see [`mailbox_id`]): a
-/// listener keeps a bit per id for each notifier.
+/// Requests are subscription ids below this (see [`mailbox_id`]), answers the
+/// same ids plus this: a listener keeps a bit per id for each notifier.
 const IDS: usize = 4096;
 
-/// Publishers of any process saying farewell to one process at once.
-const MAX_SENDERS: usize = 64;
+/// The id that stops the mailbox thread, above every request and answer.
+const STOP: usize = 2 * IDS;
+
+/// Processes of the host notifying one mailbox at once.
+const MAX_SENDERS: usize = 128;
+
+/// Notifiers to other processes' mailboxes a process keeps: each holds
+/// about six descriptors (the service's files and mappings, the port's
+/// socket), where opening one anew costs about a millisecond.
+const MAX_PEERS: usize = 8;
+
+/// How long a process that let a farewell's wait pass is not waited for.
+const UNANSWERED_FOR: Duration = Duration::from_secs(10);
+
+/// A process of the host: its pid namespace (if known) and pid.
+type Process = (Option<u32>, u32);
 
 /// The mailbox id of the subscriber port `port`: ports of one process that
 /// share it are all emptied when either is asked for, which is harmless.
@@ -57,44 +73,50 @@ pub(super) fn mailbox_id(port: u128) -> usize {
     (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize
 }
 
-fn mailbox_name(pid_ns: Option<u32>, pid: u32) -> Result<ServiceName, String> {
+fn mailbox_name((pid_ns, pid): Process) -> Result<ServiceName, String> {
     let name = format!("freight-mailbox/{:x}/{pid}", pid_ns.unwrap_or(0));
     ServiceName::new(&name).map_err(|e| format!("{name}: {e:?}"))
 }
 
-fn farewell_name(publisher_port: u128) -> Result<ServiceName, String> {
-    let name = format!("freight-farewell/{publisher_port:032x}");
-    ServiceName::new(&name).map_err(|e| format!("{name}: {e:?}"))
-}
-
-/// This process's subscriptions, for the mailbox thread to find by id.
-fn receivers() -> &'static Mutex<Vec<Weak<Receiver>>> {
-    static R: OnceLock<Mutex<Vec<Weak<Receiver>>>> = OnceLock::new();
-    R.get_or_init(Mutex::default)
-}
-
-/// The mailbox while a subscription holds it; locked while one is made or
-/// goes, so that two never listen at once.
-static MAILBOX: Mutex<Weak<Mailbox>> = Mutex::new(Weak::new());
-
-/// The id that stops the mailbox thread, above every [`mailbox_id`].
-const STOP: usize = IDS;
-
-/// This process's mailbox: its node, its service, and the thread that
-/// listens. Every subscription holds it, so it goes with the last one (its
-/// node's files with it), not at exit, where nothing would remove them.
+/// This process's mailbox: the thread that listens, and what it shares with
+/// the publishers saying farewell. Every endpoint holds it, so it goes with
+/// the last one (its node's files with it), not at exit, where nothing would
+/// remove them.
 pub(crate) struct Mailbox {
     thread: Option<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
-    service: EventService,
-    _node: iceoryx2::node::Node<Ipc>,
+    post: Arc<PostOffice>,
 }
 
-/// This process's mailbox, opened (and its thread started) if no
-/// subscription holds it. A subscription takes it before its port exists,
-/// so that no publisher it could receive from finds the mailbox missing. One
-/// that cannot be made is said on stderr once: subscriptions then keep only
-/// what they received before a publisher went.
+/// What the mailbox thread and the publishers of the process share.
+struct PostOffice {
+    own: Process,
+    /// Notifiers to mailboxes, this process's own among them.
+    peers: Mutex<BTreeMap<Process, iceoryx2::port::notifier::Notifier<Ipc>>>,
+    /// One farewell at a time: answers name a subscription, not a publisher.
+    saying: Mutex<()>,
+    /// The answers that came since the farewell began.
+    answers: Mutex<BTreeSet<usize>>,
+    answered: Condvar,
+    /// Processes that let a farewell's wait pass, and when.
+    late: Mutex<BTreeMap<Process, Instant>>,
+    /// The mailbox's own node, which opens other processes' mailboxes too;
+    /// dropped last.
+    node: iceoryx2::node::Node<Ipc>,
+}
+
+/// The mailbox while an endpoint holds it; locked while one is made or goes,
+/// so that two never listen at once.
+static MAILBOX: Mutex<Weak<Mailbox>> = Mutex::new(Weak::new());
+
+/// This process's subscriptions, for the mailbox thread to find by id.
+static RECEIVERS: Mutex<Vec<Weak<Receiver>>> = Mutex::new(Vec::new());
+
+/// This process's mailbox, opened (and its thread started) if no endpoint
+/// holds it. A subscription takes it before its port exists, so that no
+/// publisher it could receive from finds the mailbox missing. One that
+/// cannot be made is said on stderr once: subscriptions then keep only what
+/// they received before a publisher went, and publishers say no farewell.
 pub(super) fn mailbox() -> Option<Arc<Mailbox>> {
     let mut current = lock(&MAILBOX);
     if let Some(m) = current.upgrade() {
@@ -107,10 +129,10 @@ pub(super) fn mailbox() -> Option<Arc<Mailbox>> {
             Some(m)
         }
         Err(why) => {
-            static SAID: OnceLock<()> = OnceLock::new();
+            static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
             SAID.get_or_init(|| {
                 eprintln!(
-                    "freight: cannot open this process's mailbox ({why}); a message its subscriptions have not \
+                    "freight: cannot open this process's mailbox ({why}); a message a subscription in it has not \
                      taken when its publisher goes is lost"
                 )
             });
@@ -127,8 +149,9 @@ impl Mailbox {
             .signal_handling_mode(SignalHandlingMode::Disabled)
             .create::<Ipc>()
             .map_err(|e| format!("creating its node: {e:?}"))?;
+        let own = (pid_namespace(), std::process::id());
         let service = node
-            .service_builder(&mailbox_name(pid_namespace(), std::process::id())?)
+            .service_builder(&mailbox_name(own)?)
             .event()
             // The thread of a mailbox dropped on it may still listen.
             .max_listeners(2)
@@ -137,8 +160,17 @@ impl Mailbox {
             .open_or_create()
             .map_err(|e| format!("creating its service: {e:?}"))?;
         let listener = service.listener_builder().create().map_err(|e| format!("creating its listener: {e:?}"))?;
+        let post = Arc::new(PostOffice {
+            own,
+            peers: Mutex::default(),
+            saying: Mutex::new(()),
+            answers: Mutex::default(),
+            answered: Condvar::new(),
+            late: Mutex::default(),
+            node,
+        });
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let (stopped, thread_post) = (stop.clone(), post.clone());
         let thread = std::thread::Builder::new()
             .name("freight-mailbox".into())
             .spawn(move || {
@@ -158,14 +190,28 @@ impl Mailbox {
                             return;
                         }
                     }
-                    ids.remove(&STOP);
-                    if !ids.is_empty() {
-                        keep_for(&std::mem::take(&mut ids));
+                    let mut requests = BTreeSet::new();
+                    let mut answers = Vec::new();
+                    for id in std::mem::take(&mut ids) {
+                        match id {
+                            id if id < IDS => {
+                                requests.insert(id);
+                            }
+                            id if id < STOP => answers.push(id - IDS),
+                            _ => {}
+                        }
+                    }
+                    if !answers.is_empty() {
+                        lock(&thread_post.answers).extend(answers);
+                        thread_post.answered.notify_all();
+                    }
+                    if !requests.is_empty() {
+                        keep_for(&thread_post, &requests);
                     }
                 }
             })
             .map_err(|e| format!("starting its thread: {e}"))?;
-        Ok(Mailbox { thread: Some(thread), stop, service, _node: node })
+        Ok(Mailbox { thread: Some(thread), stop, post })
     }
 }
 
@@ -173,9 +219,7 @@ impl Drop for Mailbox {
     fn drop(&mut self) {
         let _one_at_a_time = lock(&MAILBOX);
         self.stop.store(true, Ordering::Release);
-        if let Ok(n) = self.service.notifier_builder().create() {
-            let _ = n.notify_with_custom_event_id(EventId::new(STOP));
-        }
+        self.post.notify(self.post.own, STOP);
         if let Some(t) = self.thread.take() {
             // The thread itself may drop the last subscription: it ends on
             // its own once that look is done.
@@ -186,63 +230,96 @@ impl Drop for Mailbox {
     }
 }
 
+impl PostOffice {
+    /// Notifies `process`'s mailbox of `id`; false when it has none, or
+    /// nobody listens (its mailbox thread failed or it died).
+    fn notify(&self, process: Process, id: usize) -> bool {
+        let mut peers = lock(&self.peers);
+        if let Some(n) = peers.get(&process) {
+            if matches!(n.notify_with_custom_event_id(EventId::new(id)), Ok(k) if k > 0) {
+                return true;
+            }
+            // A mailbox made anew since (the process's endpoints all went
+            // and came back), or gone: open it again.
+            peers.remove(&process);
+        }
+        let Some(notifier) = self.open_notifier(process) else { return false };
+        let heard = matches!(notifier.notify_with_custom_event_id(EventId::new(id)), Ok(k) if k > 0);
+        if heard {
+            if peers.len() >= MAX_PEERS {
+                let here = pid_namespace();
+                peers.retain(|&(pid_ns, pid), _| pid_ns != here || crate::clock::process_alive(pid));
+            }
+            if peers.len() >= MAX_PEERS {
+                // The lowest pid goes: as good a guess as any.
+                peers.pop_first();
+            }
+            peers.insert(process, notifier);
+        }
+        heard
+    }
+
+    fn open_notifier(&self, process: Process) -> Option<iceoryx2::port::notifier::Notifier<Ipc>> {
+        let service = self.node.service_builder(&mailbox_name(process).ok()?).event().open().ok()?;
+        service.notifier_builder().create().ok()
+    }
+
+    /// Whether `process` let a farewell's wait pass within [`UNANSWERED_FOR`].
+    fn is_late(&self, process: Process) -> bool {
+        let mut late = lock(&self.late);
+        late.retain(|_, at| at.elapsed() < UNANSWERED_FOR);
+        late.contains_key(&process)
+    }
+}
+
 /// Makes `r` one of the subscriptions the mailbox looks after.
 pub(super) fn register(r: &Arc<Receiver>) {
-    let mut all = lock(receivers());
+    let mut all = lock(&RECEIVERS);
     all.retain(|w| w.strong_count() > 0);
     all.push(Arc::downgrade(r));
 }
 
 /// On the mailbox thread: keeps what is queued for the subscriptions of
-/// `ids`, then answers every publisher of their topics that is saying
-/// farewell.
-fn keep_for(ids: &BTreeSet<usize>) {
+/// `ids`, then answers the processes of their topics' publishers (the one
+/// saying farewell among them; the others let the answer pass).
+fn keep_for(post: &PostOffice, ids: &BTreeSet<usize>) {
     let asked: Vec<Arc<Receiver>> =
-        lock(receivers()).iter().filter_map(Weak::upgrade).filter(|r| ids.contains(&mailbox_id(r.port_id()))).collect();
+        lock(&RECEIVERS).iter().filter_map(Weak::upgrade).filter(|r| ids.contains(&mailbox_id(r.port_id()))).collect();
     for r in &asked {
         r.keep_queued();
     }
+    let mut answers = BTreeSet::new();
     for r in &asked {
-        let mut publishers = Vec::new();
+        let id = IDS + mailbox_id(r.port_id());
         r.services.data.dynamic_config().list_publishers(|p| {
-            publishers.push(p.publisher_id.value());
+            if let Some(ad) = PublisherAd::decode(p.publisher_name.as_str()) {
+                answers.insert(((ad.pid_ns, ad.pid), id));
+            }
             CallbackProgression::Continue
         });
-        let id = EventId::new(mailbox_id(r.port_id()));
-        for p in publishers {
-            // Only a publisher saying farewell has the service; the others
-            // fail to open, which costs a look at one file. An answer that
-            // fails leaves that publisher waiting until FAREWELL_WAIT.
-            let _ = answer(r, p, id);
-        }
+    }
+    for (process, id) in answers {
+        // One that fails leaves that publisher waiting until FAREWELL_WAIT.
+        post.notify(process, id);
     }
 }
-
-/// Tells publisher `port` of `r`'s topic, if it is saying farewell, that
-/// the subscriptions of `id` hold what it sent.
-fn answer(r: &Receiver, port: u128, id: EventId) -> Option<usize> {
-    let service = r.node.inner.iox.service_builder(&farewell_name(port).ok()?).event().open().ok()?;
-    service.notifier_builder().create().ok()?.notify_with_custom_event_id(id).ok()
-}
-
-/// A subscriber's process: its pid namespace (if known) and pid.
-type Process = (Option<u32>, u32);
 
 /// Says `s`'s farewell to the processes of its subscribers and waits until
 /// each holds what it sent, or [`FAREWELL_WAIT`] passes.
 ///
-/// Answers name a subscription's mailbox id, not its process: the processes
-/// are asked in rounds whose ids differ (nearly always one round). A process
-/// that let the wait pass (stopped, say) is still told, but not waited for
-/// again for [`UNANSWERED_FOR`]: a stopped subscriber of a process's many
-/// publishers costs its exit one wait, not one per publisher.
-pub(super) fn say(s: &Sender) {
-    let node = &s.node.inner.iox;
+/// The processes are asked in rounds whose ids differ (nearly always one
+/// round), since an answer names only the id. A process that let the wait
+/// pass (stopped, say) is still told, but not waited for again for
+/// [`UNANSWERED_FOR`]: a stopped subscriber of a process's many publishers
+/// costs its exit one wait, not one per publisher.
+pub(super) fn say(s: &Sender, mailbox: &Mailbox) {
+    let post = &mailbox.post;
+    let here = pid_namespace();
     let mut processes: BTreeMap<Process, BTreeSet<usize>> = BTreeMap::new();
     s.services.data.dynamic_config().list_subscribers(|d| {
         // A dead process answers no one; one in another pid namespace is
         // asked all the same (its pid says nothing here).
-        let gone = |ad: &SubscriberAd| ad.pid_ns == pid_namespace() && !crate::clock::process_alive(ad.pid);
+        let gone = |ad: &SubscriberAd| ad.pid_ns == here && !crate::clock::process_alive(ad.pid);
         if let Some(ad) = SubscriberAd::decode(d.subscriber_name.as_str()).filter(|ad| !gone(ad)) {
             processes.entry((ad.pid_ns, ad.pid)).or_default().insert(mailbox_id(d.subscriber_id.value()));
         }
@@ -251,22 +328,6 @@ pub(super) fn say(s: &Sender) {
     if processes.is_empty() {
         return;
     }
-    let answers = farewell_name(s.iox.id().value()).and_then(|name| {
-        let service = node
-            .service_builder(&name)
-            .event()
-            .max_listeners(1)
-            .max_notifiers(MAX_SENDERS)
-            .event_id_max_value(IDS - 1)
-            .open_or_create()
-            .map_err(|e| format!("{e:?}"))?;
-        let listener = service.listener_builder().create().map_err(|e| format!("{e:?}"))?;
-        Ok((service, listener))
-    });
-    let (_service, listener) = match answers {
-        Ok(a) => a,
-        Err(why) => return said_once(&s.topic, &why),
-    };
     let mut rounds: Vec<Vec<(Process, BTreeSet<usize>)>> = Vec::new();
     for (process, ids) in processes {
         let fits = |round: &Vec<(Process, BTreeSet<usize>)>| round.iter().all(|(_, other)| other.is_disjoint(&ids));
@@ -275,74 +336,33 @@ pub(super) fn say(s: &Sender) {
             None => rounds.push(vec![(process, ids)]),
         }
     }
+    let _one_at_a_time = lock(&post.saying);
     for round in rounds {
-        // The ids still unanswered, each with its process.
+        // Answers that came before this round's requests are not for it.
+        lock(&post.answers).clear();
+        // The ids not answered yet, each with its process.
         let mut waiting: BTreeMap<usize, Process> = BTreeMap::new();
         for (process, ids) in round {
-            if tell(node, process, &ids) && !unanswered(process) {
+            // Every id is told, also after one failed.
+            let failed = ids.iter().filter(|&&id| !post.notify(process, id)).count();
+            if failed == 0 && !post.is_late(process) {
                 waiting.extend(ids.into_iter().map(|id| (id, process)));
             }
         }
         let deadline = Instant::now() + FAREWELL_WAIT;
-        while !waiting.is_empty() {
+        let mut answers = lock(&post.answers);
+        loop {
+            waiting.retain(|id, _| !answers.contains(id));
             let left = deadline.saturating_duration_since(Instant::now());
+            if waiting.is_empty() {
+                break;
+            }
             if left.is_zero() {
-                let mut late = lock(late_processes());
+                let mut late = lock(&post.late);
                 late.extend(waiting.values().map(|&p| (p, Instant::now())));
                 break;
             }
-            let woke = listener.timed_wait(
-                |a| {
-                    waiting.remove(&a.id.as_value());
-                },
-                left,
-            );
-            if let Err(e) = woke {
-                if e != iceoryx2::port::listener::ListenerWaitError::InterruptSignal {
-                    return said_once(&s.topic, &format!("{e:?}"));
-                }
-            }
+            answers = post.answered.wait_timeout(answers, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
-}
-
-/// How long a process that let a farewell's wait pass is not waited for.
-const UNANSWERED_FOR: Duration = Duration::from_secs(10);
-
-/// Processes that let a farewell's wait pass, and when.
-fn late_processes() -> &'static Mutex<BTreeMap<Process, Instant>> {
-    static L: OnceLock<Mutex<BTreeMap<Process, Instant>>> = OnceLock::new();
-    L.get_or_init(Mutex::default)
-}
-
-/// Whether `process` let a farewell's wait pass within [`UNANSWERED_FOR`].
-fn unanswered(process: Process) -> bool {
-    let mut late = lock(late_processes());
-    late.retain(|_, at| at.elapsed() < UNANSWERED_FOR);
-    late.contains_key(&process)
-}
-
-/// Notifies the mailbox of `process` for each of `ids`; false when it has
-/// none, or nobody listens (its mailbox thread failed).
-fn tell(node: &iceoryx2::node::Node<Ipc>, (pid_ns, pid): Process, ids: &BTreeSet<usize>) -> bool {
-    let Some(mailbox) = mailbox_of(node, pid_ns, pid) else { return false };
-    let Ok(notifier) = mailbox.notifier_builder().create() else { return false };
-    ids.iter().all(|&id| matches!(notifier.notify_with_custom_event_id(EventId::new(id)), Ok(n) if n > 0))
-}
-
-/// The mailbox of process `pid`, if it has one.
-fn mailbox_of(node: &iceoryx2::node::Node<Ipc>, pid_ns: Option<u32>, pid: u32) -> Option<EventService> {
-    let name = mailbox_name(pid_ns, pid).ok()?;
-    node.service_builder(&name).event().open().ok()
-}
-
-/// Says once per process that a farewell could not be said, and why.
-fn said_once(topic: &str, why: &str) {
-    static SAID: OnceLock<()> = OnceLock::new();
-    SAID.get_or_init(|| {
-        eprintln!(
-            "freight: publisher of {topic}: cannot say farewell to its subscribers ({why}); what they had not \
-             taken went with it"
-        );
-    });
 }

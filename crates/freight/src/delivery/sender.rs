@@ -15,6 +15,7 @@ use freight_backend::{Backend, Descriptor};
 use freight_msg::{BackendKind, DeviceView, RawBuffer};
 use iceoryx2::prelude::*;
 
+use super::farewell;
 use super::holds::Holds;
 use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
 use super::reserve::{NoRoom, Reservations};
@@ -87,14 +88,16 @@ pub(crate) struct Sender {
     foreseen: AtomicUsize,
     said_small: AtomicBool,
     /// Whether a frame left through shared memory: then the publisher says
-    /// farewell when dropped ([`super::farewell`]).
+    /// farewell when dropped ([`farewell`]).
     pub(super) sent_shm: AtomicBool,
+    /// This process's mailbox, where the answers to its farewell come.
+    mailbox: Option<Arc<farewell::Mailbox>>,
 }
 
 impl Drop for Sender {
     fn drop(&mut self) {
-        if self.sent_shm.load(Ordering::Relaxed) {
-            super::farewell::say(self);
+        if let Some(mailbox) = self.mailbox.as_ref().filter(|_| self.sent_shm.load(Ordering::Relaxed)) {
+            farewell::say(self, mailbox);
         }
     }
 }
@@ -207,6 +210,7 @@ impl Sender {
         let missed = Arc::new(MissedReceivers::default());
         let name = PublisherAd {
             pid: std::process::id(),
+            pid_ns: crate::process::pid_namespace(),
             reliability: qos.reliability,
             durability: qos.durability,
             backend,
@@ -271,6 +275,7 @@ impl Sender {
             foreseen: AtomicUsize::new(0),
             said_small: AtomicBool::new(false),
             sent_shm: AtomicBool::new(false),
+            mailbox: farewell::mailbox(),
         });
         if qos.durability == Durability::TransientLocal {
             housekeeping::latch::register(&sender);
