@@ -112,6 +112,18 @@ static MAILBOX: Mutex<Weak<Mailbox>> = Mutex::new(Weak::new());
 /// This process's subscriptions, for the mailbox thread to find by id.
 static RECEIVERS: Mutex<Vec<Weak<Receiver>>> = Mutex::new(Vec::new());
 
+/// Held by the mailbox thread while it holds subscriptions, and taken by
+/// the process's exit (`atexit`), which marks it `true`: a process that
+/// ended while the thread held the last reference to a subscription would
+/// end without dropping it, and so without removing its files (a device
+/// pool's, seen in the soak). The exit waits for the thread to let go, and
+/// the thread holds none after.
+static HOLDING: Mutex<bool> = Mutex::new(false);
+
+extern "C" fn at_exit() {
+    *lock(&HOLDING) = true;
+}
+
 /// This process's mailbox, opened (and its thread started) if no endpoint
 /// holds it. A subscription takes it before its port exists, so that no
 /// publisher it could receive from finds the mailbox missing. One that
@@ -160,6 +172,13 @@ impl Mailbox {
             .open_or_create()
             .map_err(|e| format!("creating its service: {e:?}"))?;
         let listener = service.listener_builder().create().map_err(|e| format!("creating its listener: {e:?}"))?;
+        static AT_EXIT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        AT_EXIT.get_or_init(|| {
+            // SAFETY: `at_exit` takes a lock that recovers from poisoning and
+            // cannot unwind; registering it has no other precondition. If it
+            // cannot be registered, the thread's rare hold at exit stays.
+            unsafe { libc::atexit(at_exit) };
+        });
         let post = Arc::new(PostOffice {
             own,
             peers: Mutex::default(),
@@ -205,7 +224,8 @@ impl Mailbox {
                         lock(&thread_post.answers).extend(answers);
                         thread_post.answered.notify_all();
                     }
-                    if !requests.is_empty() {
+                    let exiting = lock(&HOLDING);
+                    if !requests.is_empty() && !*exiting {
                         keep_for(&thread_post, &requests);
                     }
                 }
@@ -298,6 +318,8 @@ fn keep_for(post: &PostOffice, ids: &BTreeSet<usize>) {
             CallbackProgression::Continue
         });
     }
+    // Let go of the subscriptions before the slower part.
+    drop(asked);
     for (process, id) in answers {
         // One that fails leaves that publisher waiting until FAREWELL_WAIT.
         post.notify(process, id);
