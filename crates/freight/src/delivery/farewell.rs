@@ -121,7 +121,19 @@ static RECEIVERS: Mutex<Vec<Weak<Receiver>>> = Mutex::new(Vec::new());
 static HOLDING: Mutex<bool> = Mutex::new(false);
 
 extern "C" fn at_exit() {
-    *lock(&HOLDING) = true;
+    use std::sync::TryLockError;
+    // A child forked while the thread held the lock inherits it held, and
+    // no thread to let go: it waits a bounded time, then ends all the same.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut exiting = loop {
+        match HOLDING.try_lock() {
+            Ok(held) => break held,
+            Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            Err(TryLockError::WouldBlock) => return,
+        }
+    };
+    *exiting = true;
 }
 
 /// This process's mailbox, opened (and its thread started) if no endpoint
@@ -174,9 +186,10 @@ impl Mailbox {
         let listener = service.listener_builder().create().map_err(|e| format!("creating its listener: {e:?}"))?;
         static AT_EXIT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
         AT_EXIT.get_or_init(|| {
-            // SAFETY: `at_exit` takes a lock that recovers from poisoning and
-            // cannot unwind; registering it has no other precondition. If it
-            // cannot be registered, the thread's rare hold at exit stays.
+            // SAFETY: `at_exit` cannot unwind (it only tries a lock, which
+            // it recovers from poisoning, and sleeps); registering it has no
+            // other precondition. If it cannot be registered, the thread's
+            // rare hold at exit stays.
             unsafe { libc::atexit(at_exit) };
         });
         let post = Arc::new(PostOffice {
