@@ -6,16 +6,16 @@
 //! registers it here with `freight_type_register` before its first
 //! endpoint).
 //!
-//! A layout's hash is the one the generated Rust type of the same `.msg`
-//! file has (`freight_msg_gen::rust_definition`), so a C or C++ endpoint
-//! meets Rust ones of its type, built in or the user's.
+//! The core reads the layout from the definition
+//! (`freight::generic::layout_from_definition`), with the hash of the
+//! generated Rust type of the same `.msg` file, so a C or C++ endpoint meets
+//! Rust ones of its type, built in or the user's.
 
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex};
 
-use freight::generic::{ElementInfo, FieldKind, Item, MessageLayout, Number, StructLayout};
-use freight_msg_gen::{parse_ros2msg, rust_definition, ArrayKind, BaseType, MsgSpec, Primitive};
+use freight::generic::{layout_from_definition, MessageLayout};
 
 use crate::error::{guard, str_arg, Failure, Status};
 
@@ -117,80 +117,7 @@ pub fn message_layout(type_name: &str, definition: &str) -> Result<MessageLayout
 
 /// The layout of `type_name` from its `ros2msg` definition.
 fn layout(type_name: &str, definition: &str) -> Result<MessageLayout, Failure> {
-    let bad = |why: String| Failure::new(Status::Type, format!("the definition of {type_name}: {why}"));
-    let specs = parse_ros2msg(type_name, definition).map_err(|e| bad(e.to_string()))?;
-    let root = &specs[0];
-    let by_name: HashMap<String, &MsgSpec> = specs.iter().map(|s| (format!("{}/{}", s.package, s.name), s)).collect();
-    let fields = struct_layout(root, &by_name, &mut Vec::new()).map_err(bad)?;
-    let hash = freight_msg::message::fnv1a(rust_definition(root).as_bytes());
-    Ok(MessageLayout::new(type_name, hash, fields))
-}
-
-/// The fields of `spec`, its nested types from `by_name`; `path` holds the
-/// types being built, to refuse one that contains itself.
-fn struct_layout(
-    spec: &MsgSpec,
-    by_name: &HashMap<String, &MsgSpec>,
-    path: &mut Vec<String>,
-) -> Result<StructLayout, String> {
-    let name = spec.type_name();
-    if path.contains(&name) {
-        return Err(format!("{name} contains itself"));
-    }
-    path.push(name);
-    let mut fields = Vec::with_capacity(spec.fields.len());
-    for f in &spec.fields {
-        let item = match &f.ty.base {
-            BaseType::Primitive(p) => match (p, f.ty.array) {
-                // The generated types' buffer fields: numbers in an unbounded sequence.
-                (p, ArrayKind::Unbounded) if p.is_numeric() => {
-                    fields.push(FieldKind::Buffer(element_info(*p)));
-                    continue;
-                }
-                (Primitive::Bool, _) => Item::Bool,
-                (p, _) => Item::Number(number(*p)),
-            },
-            BaseType::String { .. } => Item::String,
-            BaseType::Message { package, name } => {
-                let nested = by_name
-                    .get(&format!("{package}/{name}"))
-                    .ok_or_else(|| format!("{package}/msg/{name} (a field of {}) is not in it", spec.type_name()))?;
-                Item::Message(Arc::new(struct_layout(nested, by_name, path)?))
-            }
-        };
-        fields.push(match f.ty.array {
-            ArrayKind::Single => FieldKind::Single(item),
-            ArrayKind::Fixed(n) => FieldKind::Array(item, n),
-            ArrayKind::Bounded(_) | ArrayKind::Unbounded => FieldKind::Sequence(item),
-        });
-    }
-    path.pop();
-    Ok(StructLayout::new(fields))
-}
-
-fn number(p: Primitive) -> Number {
-    match p {
-        Primitive::Bool | Primitive::Byte | Primitive::Char | Primitive::Int8 | Primitive::UInt8 => Number::One,
-        Primitive::Int16 | Primitive::UInt16 => Number::Two,
-        Primitive::Int32 | Primitive::UInt32 | Primitive::Float32 => Number::Four,
-        Primitive::Int64 | Primitive::UInt64 | Primitive::Float64 => Number::Eight,
-    }
-}
-
-/// The element of a buffer field of `p`, as the generated Rust type's `Buffer<T>` has it.
-fn element_info(p: Primitive) -> ElementInfo {
-    match p {
-        Primitive::Bool | Primitive::Byte | Primitive::Char | Primitive::UInt8 => ElementInfo::of::<u8>(),
-        Primitive::Int8 => ElementInfo::of::<i8>(),
-        Primitive::UInt16 => ElementInfo::of::<u16>(),
-        Primitive::Int16 => ElementInfo::of::<i16>(),
-        Primitive::UInt32 => ElementInfo::of::<u32>(),
-        Primitive::Int32 => ElementInfo::of::<i32>(),
-        Primitive::Float32 => ElementInfo::of::<f32>(),
-        Primitive::UInt64 => ElementInfo::of::<u64>(),
-        Primitive::Int64 => ElementInfo::of::<i64>(),
-        Primitive::Float64 => ElementInfo::of::<f64>(),
-    }
+    layout_from_definition(type_name, definition).map_err(|e| Failure::new(Status::Type, e.to_string()))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! `freight msg cpp`: the C++ header of a package of the user's own, and
-//! what it says of a package it cannot read.
+//! `freight msg cpp` and `freight msg python`: the C++ header and the
+//! Python package of a package of the user's own, and what they say of a
+//! package they cannot read. (The Python suite imports and uses what
+//! `freight msg python` writes: `python/tests/test_user_types.py`.)
 
 use std::path::Path;
 use std::process::Command;
@@ -42,5 +44,36 @@ fn msg_cpp_writes_a_header_per_package_and_refuses_a_broken_file_with_its_line()
     assert!(!ran.status.success());
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(said.contains("nowhere"), "{said}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn msg_python_writes_a_package_whose_modules_carry_the_definitions() {
+    let root = std::env::temp_dir().join(format!("freight-msg-python-{}", std::process::id()));
+    let out = root.join("out");
+    let good = package(&root, "my_msgs", "Scan", "std_msgs/Header header\nfloat32[] ranges # \"m\" \\ s\n");
+    std::fs::create_dir_all(root.join("my_msgs/srv")).unwrap();
+    std::fs::write(root.join("my_msgs/srv/Echo.srv"), "string text\n---\nstring text\n").unwrap();
+    let ran = freight(&["msg", "python", "--out", &out.display().to_string(), &good]);
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let printed = String::from_utf8_lossy(&ran.stdout);
+    for file in ["__init__.py", "msg.py", "srv.py"] {
+        assert!(printed.contains(&out.join("my_msgs").join(file).display().to_string()), "{printed}");
+    }
+    let msg = std::fs::read_to_string(out.join("my_msgs/msg.py")).unwrap();
+    assert!(msg.contains("Scan = _message_class(\n    \"my_msgs/msg/Scan\",\n"), "{msg}");
+    // The definition as rosbag2 records it: the type's text, then Header's.
+    assert!(msg.contains(r#"        "float32[] ranges # \"m\" \\ s\n""#), "{msg}");
+    assert!(msg.contains("\"MSG: std_msgs/Header\\n\""), "{msg}");
+    let srv = std::fs::read_to_string(out.join("my_msgs/srv.py")).unwrap();
+    assert!(srv.contains("Echo = _service_class(\n    \"my_msgs/srv/Echo\",\n"), "{srv}");
+    // Only the package asked for: std_msgs comes with freight.
+    assert!(!out.join("std_msgs").exists());
+
+    let bad = package(&root, "bad_msgs", "Broken", "uint32 fine\nnot_a_type field\n");
+    let ran = freight(&["msg", "python", "--out", &out.display().to_string(), &bad]);
+    assert!(!ran.status.success());
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(said.contains("Broken.msg:2"), "{said}");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use cpp::CppHeader;
-pub use python::PythonModule;
+pub use python::{PythonModule, PythonPackage};
 pub use rust::{rust_definition, rust_ident};
 pub use schema::{parse_ros2msg, TypeSchema};
 
@@ -359,6 +359,23 @@ impl Builder {
     pub fn cpp_headers(&self) -> Result<Vec<CppHeader>, GenError> {
         let (packages, services, _) = self.resolve()?;
         Ok(cpp::headers(&packages, &services, &schema::schemas(&packages, &services)?))
+    }
+
+    /// The Python packages of the given package directories, for `freight
+    /// msg python`: each class made at import from its type's definition
+    /// (`freight.msgs.message_class`), which the module carries, so that a
+    /// user's types need no build step of their own.
+    ///
+    /// ```no_run
+    /// let packages = freight_msg_gen::Builder::new().package_dir("src/my_msgs").python_packages().unwrap();
+    /// assert!(packages[0].files.iter().any(|(path, _)| path == "my_msgs/msg.py"));
+    /// ```
+    pub fn python_packages(&self) -> Result<Vec<PythonPackage>, GenError> {
+        let wanted =
+            self.packages.iter().map(|dir| load_package(dir).map(|p| p.name)).collect::<Result<Vec<_>, _>>()?;
+        let (packages, services, _) = self.resolve()?;
+        let schemas = schema::schemas(&packages, &services)?;
+        Ok(python::user_packages(&packages, &services, &schemas, &wanted))
     }
 
     /// What a rosbag2 MCAP file records about each message type: the

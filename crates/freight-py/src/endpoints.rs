@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration as StdDuration, Instant};
 
+use freight::generic::GenericLoanUninit;
 use freight::{
     BackendKind, BackendSet, Context as RustContext, CreateError, Durability, LoanError, LoanUninit, Message,
     Node as RustNode, Publisher as RustPublisher, PublisherOptions, QoS, Reliability, Subscription as RustSubscription,
@@ -28,11 +29,12 @@ use crate::dlpack::{DLDataType, CPU_DEVICE, KDL_CUDA};
 use crate::errors::{error, from_context, from_create, from_loan, from_publish, from_take, from_wait, Kind};
 use crate::fields::{Buffers, PyMessage};
 use crate::messages;
+use crate::user_types::MessageType;
 
 /// How long a blocking wait sleeps before it looks for Ctrl-C: Python runs
 /// signal handlers only between bytecodes, so a wait with the GIL released
 /// must come back now and then for `KeyboardInterrupt` to be raised.
-const SIGNAL_CHECK: StdDuration = StdDuration::from_millis(100);
+pub(crate) const SIGNAL_CHECK: StdDuration = StdDuration::from_millis(100);
 
 /// Copies up to this size keep the GIL: releasing it costs more.
 const COPY_KEEPS_GIL: usize = 64 << 10;
@@ -132,14 +134,38 @@ fn qos_from(t: QosTuple) -> PyResult<QoS> {
     Ok(qos.with_max_blocking_time(StdDuration::from_secs_f64(blocking)))
 }
 
-pub(crate) fn endpoints_of(msg_type: &Bound<'_, PyType>) -> PyResult<&'static dyn Endpoints> {
-    messages::typed(msg_type).ok_or_else(|| {
-        PyTypeError::new_err(format!(
-            "{} is not a freight message class; freight's Python messages are {}",
-            msg_type.name().map_or_else(|_| "?".into(), |n| n.to_string()),
-            messages::NAMES.join(", ")
-        ))
-    })
+/// The endpoints of a message class: a built-in one's Rust type, or a
+/// user's type ([`MessageType`]).
+pub(crate) enum TypeEndpoints {
+    BuiltIn(&'static dyn Endpoints),
+    User(Py<MessageType>),
+}
+
+impl std::ops::Deref for TypeEndpoints {
+    type Target = dyn Endpoints;
+    fn deref(&self) -> &(dyn Endpoints + 'static) {
+        match self {
+            TypeEndpoints::BuiltIn(e) => *e,
+            TypeEndpoints::User(t) => t,
+        }
+    }
+}
+
+pub(crate) fn endpoints_of(msg_type: &Bound<'_, PyType>) -> PyResult<TypeEndpoints> {
+    if let Some(typed) = messages::typed(msg_type) {
+        return Ok(TypeEndpoints::BuiltIn(typed));
+    }
+    if let Ok(user) = msg_type.getattr(pyo3::intern!(msg_type.py(), "_freight_type")) {
+        if let Ok(user) = user.cast_into::<MessageType>() {
+            return Ok(TypeEndpoints::User(user.unbind()));
+        }
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is not a freight message class; freight's Python messages are {}, and the types of your own \
+         packages that `freight msg python` generates",
+        msg_type.name().map_or_else(|_| "?".into(), |n| n.to_string()),
+        messages::NAMES.join(", ")
+    )))
 }
 
 #[pymethods]
@@ -442,25 +468,43 @@ fn adopt_loan<M: PyMessage>(
     Ok(Some(*loan))
 }
 
+/// A loan whose buffers [`copy_arrays`] fills from host memory.
+pub(crate) trait FilledFromHost: Send {
+    /// Copies `src` to the start of buffer `i`.
+    fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError>;
+}
+
+impl<T: Message> FilledFromHost for LoanUninit<T> {
+    fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError> {
+        self.write_buffer_from_host(i, 0, src)
+    }
+}
+
+impl FilledFromHost for GenericLoanUninit {
+    fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError> {
+        self.write_buffer_from_host(i, 0, src)
+    }
+}
+
 /// A loan that `lend` makes for the lengths of `values` (a message's buffer
 /// fields, in declaration order), each value copied into it once, without the
 /// GIL when the copy is large. What `publish(msg)` does with arrays that are
 /// no loan of the caller's, and what a service's request and response do.
-pub(crate) fn copy_arrays<T: Message>(
+pub(crate) fn copy_arrays<L: FilledFromHost>(
     py: Python<'_>,
     values: &[Bound<'_, PyAny>],
-    lend: impl FnOnce(&[usize]) -> Result<LoanUninit<T>, LoanError> + Send,
-) -> PyResult<LoanUninit<T>> {
+    lend: impl FnOnce(&[usize]) -> Result<L, LoanError> + Send,
+) -> PyResult<L> {
     let sources = values.iter().map(host_source).collect::<PyResult<Vec<_>>>()?;
     let memory: Vec<(usize, usize)> = sources.iter().map(HostSource::memory).collect();
-    let fill = || -> Result<LoanUninit<T>, LoanError> {
+    let fill = || -> Result<L, LoanError> {
         let lens: Vec<usize> = memory.iter().map(|m| m.1).collect();
         let mut loan = lend(&lens)?;
         for (i, &(addr, len)) in memory.iter().enumerate().filter(|(_, m)| m.1 > 0) {
             // SAFETY: contiguous host memory of `len` bytes, kept alive by
             // `sources` until this returns.
             let src = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-            loan.write_buffer_from_host(i, 0, src)?;
+            loan.fill(i, src)?;
         }
         Ok(loan)
     };

@@ -3,6 +3,8 @@
 //! * [`endpoints`]: context, node, publisher, subscription, and the wait
 //!   executors sleep in;
 //! * [`messages`]: the built-in message classes, over [`fields`];
+//! * [`user_types`]: message types of a user's own packages, read from
+//!   their definitions;
 //! * [`arrays`]: numpy views of received and loaned memory, device arrays of
 //!   received device memory, all exported as DLPack by [`dlpack`];
 //! * [`errors`]: Rust errors as the exception classes of `freight.errors`;
@@ -21,6 +23,7 @@ mod fields;
 mod graph;
 mod messages;
 mod services;
+mod user_types;
 
 use pyo3::prelude::*;
 
@@ -35,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::ReceivedBuffer>()?;
     m.add_class::<arrays::LoanedBuffer>()?;
     m.add_class::<arrays::DeviceArray>()?;
+    m.add_class::<user_types::MessageType>()?;
     m.add_class::<bag::BagReader>()?;
     m.add_class::<bag::BagMessages>()?;
     m.add_class::<bag::BagMessage>()?;

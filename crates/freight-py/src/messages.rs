@@ -160,6 +160,17 @@ macro_rules! messages {
             None
         }
 
+        /// The class and `TYPE_HASH` of the built-in message `type_name`
+        /// (`"std_msgs/msg/Header"`), for a user's type that uses it.
+        pub(crate) fn built_in<'py>(py: Python<'py>, type_name: &str) -> Option<(Bound<'py, PyType>, u64)> {
+            $(
+                if type_name == <$rust as Message>::TYPE_NAME {
+                    return Some((py.get_type::<$class>(), <$rust as Message>::TYPE_HASH));
+                }
+            )*
+            None
+        }
+
         /// The names of the classes `typed` knows, for error messages.
         pub(crate) const NAMES: &[&str] = &[$($ros),*];
     };

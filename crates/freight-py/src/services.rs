@@ -23,6 +23,7 @@ use crate::endpoints::copy_arrays;
 use crate::errors::{error, from_create, from_publish, from_take, from_wait, type_name, Kind};
 use crate::fields::{Buffers, PyMessage};
 use crate::messages;
+use crate::user_types::{MessageType, UserService};
 
 /// Creates the server and client of one service type.
 pub(crate) trait ServiceEndpoints: Sync {
@@ -52,21 +53,42 @@ where
     }
 }
 
+/// What [`endpoints_of`] finds.
+enum ServiceEndpointsOf {
+    BuiltIn(&'static dyn ServiceEndpoints),
+    User(UserService),
+}
+
+impl std::ops::Deref for ServiceEndpointsOf {
+    type Target = dyn ServiceEndpoints;
+    fn deref(&self) -> &(dyn ServiceEndpoints + 'static) {
+        match self {
+            ServiceEndpointsOf::BuiltIn(e) => *e,
+            ServiceEndpointsOf::User(u) => u,
+        }
+    }
+}
+
 /// The service type behind a Python service class (one with `Request` and
-/// `Response` attributes, as rclpy's service classes have).
-fn endpoints_of(srv_type: &Bound<'_, PyAny>) -> PyResult<&'static dyn ServiceEndpoints> {
-    let found = srv_type
-        .getattr("Request")
-        .ok()
-        .and_then(|r| r.cast_into::<PyType>().ok())
-        .and_then(|r| messages::typed_service(&r));
-    found.ok_or_else(|| {
-        PyTypeError::new_err(format!(
-            "{} is not a freight service class; freight's Python services are {}",
-            srv_type.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
-            messages::SERVICE_NAMES.join(", ")
-        ))
-    })
+/// `Response` attributes, as rclpy's service classes have): a built-in
+/// one's Rust service, or a user's service of two [`MessageType`]s.
+fn endpoints_of(srv_type: &Bound<'_, PyAny>) -> PyResult<ServiceEndpointsOf> {
+    let half = |name: &str| srv_type.getattr(name).ok().and_then(|r| r.cast_into::<PyType>().ok());
+    if let Some(typed) = half("Request").and_then(|r| messages::typed_service(&r)) {
+        return Ok(ServiceEndpointsOf::BuiltIn(typed));
+    }
+    fn user<'py>(class: Option<Bound<'py, PyType>>) -> Option<Bound<'py, MessageType>> {
+        class.and_then(|c| c.getattr("_freight_type").ok()).and_then(|t| t.cast_into::<MessageType>().ok())
+    }
+    if let (Some(request), Some(response)) = (user(half("Request")), user(half("Response"))) {
+        return Ok(ServiceEndpointsOf::User(UserService { request: request.unbind(), response: response.unbind() }));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is not a freight service class; freight's Python services are {}, and the services of your own \
+         packages that `freight msg python` generates",
+        srv_type.repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+        messages::SERVICE_NAMES.join(", ")
+    )))
 }
 
 /// A Python request or response written into a loan that `lend` makes: its
@@ -96,7 +118,7 @@ fn to_python<M: PyMessage>(py: Python<'_>, msg: M) -> PyResult<Py<PyAny>> {
 }
 
 /// A request as Python gets it, and its id `(client, sequence)`.
-type PyRequest = (Py<PyAny>, (u64, i64));
+pub(crate) type PyRequest = (Py<PyAny>, (u64, i64));
 
 /// A service server of any service type.
 pub(crate) trait AnyServer: Send + Sync {
@@ -154,7 +176,7 @@ struct TypedClient<S: ServiceType> {
     pending: Mutex<HashMap<i64, PendingCall<S>>>,
 }
 
-fn from_call(e: CallError) -> PyErr {
+pub(crate) fn from_call(e: CallError) -> PyErr {
     match e {
         CallError::Request(e) => from_publish(e),
         CallError::Reply(e) => from_take(e),

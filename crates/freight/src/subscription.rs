@@ -86,6 +86,11 @@ impl std::fmt::Debug for NetworkLosses {
 }
 
 impl NetworkLosses {
+    /// The losses of the subscription `receiver` is the core of.
+    pub(crate) fn of(receiver: &Arc<Receiver>) -> Self {
+        NetworkLosses(Arc::downgrade(receiver))
+    }
+
     /// The count now.
     pub fn count(&self) -> u64 {
         self.0.upgrade().and_then(|r| r.network.as_ref().map(NetworkReader::missed)).unwrap_or(0)
@@ -160,7 +165,7 @@ impl<M: Message> Subscription<M> {
     /// What DDS knows this subscription missed of its DDS publishers, readable
     /// from anywhere while the subscription lives (see [`NetworkLosses`]).
     pub fn network_losses(&self) -> NetworkLosses {
-        NetworkLosses(Arc::downgrade(&self.inner))
+        NetworkLosses::of(&self.inner)
     }
 
     /// Publishers of this topic alive now, in any process. Publishers whose

@@ -49,6 +49,7 @@ use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use definition::{buffer_element, is_buffer_field, layout_from_definition, layout_from_specs, DefinitionError};
 pub use freight_msg::generic::{FieldKind, GenericMessage, Item, MessageLayout, Number, StructLayout};
 pub use freight_msg::ElementInfo;
 use freight_msg::{BackendKind, DeviceView, RawBuffer};
@@ -63,6 +64,7 @@ use crate::sample::MessageInfo;
 use crate::subscription::{take_within, SubscriptionOptions};
 use crate::sync::lock;
 
+mod definition;
 mod service;
 
 impl Node {
@@ -174,6 +176,12 @@ impl GenericPublisher {
     /// [`Publisher::network_subscription_count`](crate::Publisher::network_subscription_count)).
     pub fn network_subscription_count(&self) -> usize {
         self.sender.network_readers()
+    }
+
+    /// Messages sent over DDS because shared memory had no room for them
+    /// (see [`Publisher::spilled_count`](crate::Publisher::spilled_count)).
+    pub fn spilled_count(&self) -> u64 {
+        self.sender.spilled()
     }
 
     /// Lends memory for a message with one length per buffer field outside
@@ -341,6 +349,18 @@ impl GenericSubscription {
     /// Publishers of this topic alive now, in any process.
     pub fn publisher_count(&self) -> usize {
         self.inner.publisher_count()
+    }
+
+    /// DDS writers matched that are not freight on this host (see
+    /// [`Subscription::network_publisher_count`](crate::Subscription::network_publisher_count)).
+    pub fn network_publisher_count(&self) -> usize {
+        self.inner.network.as_ref().map_or(0, crate::network::NetworkReader::remote_writers)
+    }
+
+    /// What DDS knows this subscription missed of its DDS publishers (see
+    /// [`Subscription::network_losses`](crate::Subscription::network_losses)).
+    pub fn network_losses(&self) -> crate::NetworkLosses {
+        crate::NetworkLosses::of(&self.inner)
     }
 
     /// Takes the next message if one is queued.
