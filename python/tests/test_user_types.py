@@ -20,7 +20,7 @@ import freight
 from conftest import FREIGHT_BIN, REPO
 from freight.msgs.sensor_msgs import Image
 from freight.msgs.std_msgs import MultiArrayDimension, MultiArrayLayout, UInt8MultiArray
-from support import TIMEOUT, Child, take, wait_for_subscriptions
+from support import TIMEOUT, Child, array_address, take, wait_for_subscriptions
 
 PACKAGE = REPO / "crates" / "freight-msg-gen" / "tests" / "msgs" / "freight_test_msgs"
 CPP_PROGRAM = REPO / "crates" / "freight-c" / "tests" / "cpp" / "user_types.cpp"
@@ -163,8 +163,45 @@ def test_a_publish_refuses_values_the_types_and_bounds_do_not_allow(user_msgs, n
             Everything(**fields).serialize()
     with pytest.raises(TypeError, match="this publisher sends freight_test_msgs/msg/Everything"):
         pub.publish(Inner())
-    with pytest.raises(freight.LoanError, match="loans are for freight's built-in types"):
+    with pytest.raises(TypeError, match="has 4 buffer fields; loan"):
         pub.loan(16, np.uint8)
+
+
+def test_a_loan_of_a_users_type_is_sent_without_a_copy(node, topic):
+    Frame = freight.msgs.message_class("freight_pytest_msgs/msg/Frame", "uint32 id\nfloat32[] data\n")
+    pub = node.create_publisher(Frame, topic, 5)
+    sub = node.create_subscription(Frame, topic, None, 5)
+    arr = pub.loan((32, 32), np.float32)
+    arr[:] = np.arange(1024, dtype=np.float32).reshape(32, 32)
+    pub.publish(Frame(id=3, data=arr))
+    assert arr.flags.writeable is False and arr.base.published
+    got = take(sub)
+    assert got.id == 3 and got.data.tolist() == list(range(1024))
+    assert array_address(got.data) == arr.base.address, "the subscriber views the loan itself"
+    with pytest.raises(TypeError, match="loan it with dtype numpy.float32"):
+        pub.loan(8, np.float64)
+
+    # A loan under a built-in type's field (sensor_msgs/Image's data) too.
+    Shot = freight.msgs.message_class(
+        "freight_pytest_msgs/msg/Shot",
+        "uint32 id\nsensor_msgs/Image image\n" + _IMAGE_DEFINITIONS,
+    )
+    pub = node.create_publisher(Shot, f"{topic}_shot", 5)
+    sub = node.create_subscription(Shot, f"{topic}_shot", None, 5)
+    pixels = pub.loan(4 * 640 * 480, np.uint8)
+    pixels[:] = 7
+    pub.publish(Shot(id=1, image=Image(width=640, height=480, encoding="bgra8", data=pixels)))
+    got = take(sub)
+    assert got.image.encoding == "bgra8" and array_address(got.image.data) == pixels.base.address
+    assert int(got.image.data.sum()) == 7 * 4 * 640 * 480
+
+
+_IMAGE_DEFINITIONS = "\n".join(
+    ["=" * 80, "MSG: sensor_msgs/Image", "std_msgs/Header header", "uint32 height", "uint32 width", "string encoding",
+     "uint8 is_bigendian", "uint32 step", "uint8[] data", "=" * 80, "MSG: std_msgs/Header",
+     "builtin_interfaces/Time stamp", "string frame_id", "=" * 80, "MSG: builtin_interfaces/Time", "int32 sec",
+     "uint32 nanosec", ""]
+)  # fmt: skip
 
 
 def test_another_definition_of_a_known_type_is_refused(user_msgs):

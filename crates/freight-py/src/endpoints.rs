@@ -14,7 +14,7 @@ use freight::{
     Node as RustNode, Publisher as RustPublisher, PublisherOptions, QoS, Reliability, Subscription as RustSubscription,
     SubscriptionOptions, WaitOutcome, WaitSet,
 };
-use freight_msg::ElementInfo;
+use freight_msg::{DeviceView, ElementInfo};
 use numpy::npyffi::npy_intp;
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeWarning, PyTypeError, PyValueError};
@@ -394,11 +394,11 @@ pub(crate) trait AnyPublisher: Send + Sync {
 /// published, and read it after they gave it back. Otherwise the message is
 /// published by copy, with a warning that says why, and the loan stays the
 /// caller's. The published array itself is pointed at read-only zeros.
-fn adopt_loan<M: PyMessage>(
+pub(crate) fn adopt_loan<L: PyLoan>(
     py: Python<'_>,
     values: &[Bound<'_, PyAny>],
     me: &Bound<'_, Publisher>,
-) -> PyResult<Option<LoanUninit<M>>> {
+) -> PyResult<Option<L>> {
     let [value] = values else { return Ok(None) };
     let publisher = me.get();
     let array = value.cast::<PyUntypedArray>().ok();
@@ -459,8 +459,7 @@ fn adopt_loan<M: PyMessage>(
     let Some(loan) = taken else {
         return Err(error(Kind::Loan, "this loan was already published; call loan() again for the next message"));
     };
-    let loan =
-        loan.downcast::<LoanUninit<M>>().map_err(|_| error(Kind::Loan, "the loan is of another message type"))?;
+    let loan = loan.downcast::<L>().map_err(|_| error(Kind::Loan, "the loan is of another message type"))?;
     if let Some((holder, array)) = retire {
         // The memory now belongs to the subscribers. (A tensor has no flag to clear.)
         holder.get().retire(&array)?;
@@ -468,21 +467,63 @@ fn adopt_loan<M: PyMessage>(
     Ok(Some(*loan))
 }
 
-/// A loan whose buffers [`copy_arrays`] fills from host memory.
-pub(crate) trait FilledFromHost: Send {
+/// What Python does with a publisher's loan, typed or of a user's type
+/// ([`GenericLoanUninit`]): fill it from host memory ([`copy_arrays`]), or
+/// lend its one buffer as an array or tensor ([`lend_array`], [`lend_buffer`]).
+pub(crate) trait PyLoan: Any + Send {
     /// Copies `src` to the start of buffer `i`.
     fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError>;
+    fn backend(&self) -> BackendKind;
+    /// Buffer 0 as host memory; `None` for device memory.
+    fn host(&mut self) -> Option<*mut u8>;
+    /// Where a device addresses buffer 0.
+    fn device(&self) -> Option<DeviceView>;
+    fn set_write_stream(&mut self, stream: u64);
 }
 
-impl<T: Message> FilledFromHost for LoanUninit<T> {
+impl<T: Message> PyLoan for LoanUninit<T> {
     fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError> {
         self.write_buffer_from_host(i, 0, src)
     }
+    fn backend(&self) -> BackendKind {
+        LoanUninit::backend(self)
+    }
+    fn host(&mut self) -> Option<*mut u8> {
+        self.buffer_uninit_mut(0).map(|b| b.as_mut_ptr().cast::<u8>())
+    }
+    fn device(&self) -> Option<DeviceView> {
+        self.device_view(0)
+    }
+    fn set_write_stream(&mut self, stream: u64) {
+        LoanUninit::set_write_stream(self, stream)
+    }
 }
 
-impl FilledFromHost for GenericLoanUninit {
+impl PyLoan for GenericLoanUninit {
     fn fill(&mut self, i: usize, src: &[u8]) -> Result<(), LoanError> {
         self.write_buffer_from_host(i, 0, src)
+    }
+    fn backend(&self) -> BackendKind {
+        GenericLoanUninit::backend(self)
+    }
+    fn host(&mut self) -> Option<*mut u8> {
+        self.buffer_uninit_mut(0).map(|b| b.as_mut_ptr().cast::<u8>())
+    }
+    fn device(&self) -> Option<DeviceView> {
+        self.device_view(0)
+    }
+    fn set_write_stream(&mut self, stream: u64) {
+        GenericLoanUninit::set_write_stream(self, stream)
+    }
+}
+
+/// Names the stream that wrote `loan` when its memory is a device's: the
+/// one `publish` was told, else the default ([`default_write_stream`]).
+pub(crate) fn order_device_writes(py: Python<'_>, loan: &mut impl PyLoan, stream: Option<u64>) {
+    // Readers wait for the kernels that wrote the loan, on the GPU: the
+    // stream they were submitted to is recorded here.
+    if let Some(view) = loan.device() {
+        loan.set_write_stream(stream.unwrap_or_else(|| default_write_stream(py, view.ordinal)));
     }
 }
 
@@ -490,7 +531,7 @@ impl FilledFromHost for GenericLoanUninit {
 /// fields, in declaration order), each value copied into it once, without the
 /// GIL when the copy is large. What `publish(msg)` does with arrays that are
 /// no loan of the caller's, and what a service's request and response do.
-pub(crate) fn copy_arrays<L: FilledFromHost>(
+pub(crate) fn copy_arrays<L: PyLoan>(
     py: Python<'_>,
     values: &[Bound<'_, PyAny>],
     lend: impl FnOnce(&[usize]) -> Result<L, LoanError> + Send,
@@ -567,18 +608,152 @@ fn parse_stream(stream: &Bound<'_, PyAny>) -> PyResult<u64> {
     u64::try_from(handle).map_err(|_| PyValueError::new_err(format!("stream {handle} is not a CUstream handle")))
 }
 
-/// The one buffer field of `M`, which `loan` lends memory for.
-fn single_element<M: PyMessage>() -> PyResult<ElementInfo> {
-    let mut elements = Vec::new();
-    M::elements(&mut elements);
-    match elements[..] {
-        [element] => Ok(element),
+/// The one buffer field of `type_name` (whose buffer fields' elements are
+/// `elements`), which `loan` lends memory for.
+pub(crate) fn single_element(type_name: &str, elements: &[ElementInfo]) -> PyResult<ElementInfo> {
+    match elements {
+        [element] => Ok(*element),
         _ => Err(PyTypeError::new_err(format!(
-            "{} has {} buffer fields; loan() lends memory for a message with one. Publish it with publish(msg)",
-            M::TYPE_NAME,
+            "{type_name} has {} buffer fields; loan() lends memory for a message with one. Publish it with publish(msg)",
             elements.len()
         ))),
     }
+}
+
+/// The element types of `M`'s buffer fields, in declaration order.
+fn elements_of<M: PyMessage>() -> Vec<ElementInfo> {
+    let mut elements = Vec::new();
+    M::elements(&mut elements);
+    elements
+}
+
+/// A writable numpy array of `shape` and `dtype` over the one buffer of a
+/// loan that `lend` makes for its length (`Publisher.loan`): the buffer
+/// field of `type_name`, whose elements are `element`.
+pub(crate) fn lend_array<'py, L: PyLoan>(
+    py: Python<'py>,
+    type_name: &str,
+    element: ElementInfo,
+    shape: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+    me: &Bound<'py, Publisher>,
+    lend: impl FnOnce(usize) -> Result<L, LoanError>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (dims, descr, len): (Vec<npy_intp>, Bound<'py, PyArrayDescr>, usize) = parse_shape_dtype(py, shape, dtype)?;
+    if element.size != 1 && !descr.is_equiv_to(&PyArrayDescr::new(py, element.ros_name)?) {
+        return Err(PyTypeError::new_err(format!(
+            "{}'s data is {}[]; loan it with dtype numpy.{}, not {}",
+            type_name,
+            element.ros_name,
+            element.ros_name,
+            descr.repr()?
+        )));
+    }
+    let mut loan = lend(len).map_err(from_loan)?;
+    let backend = loan.backend();
+    let ptr = loan.host().ok_or_else(|| {
+        error(
+            Kind::Backend,
+            format!(
+                "this publisher lends {backend} device memory, which numpy cannot view; use \
+                         loan_tensor(shape, dtype) for a torch tensor on the device"
+            ),
+        )
+    })?;
+    let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
+    me.get().lent.register([ptr as usize, 0], len, &cell);
+    let lent = LoanedBuffer {
+        publisher: me.clone().into_any().unbind(),
+        loan: cell,
+        ptr: ptr as usize,
+        len,
+        layout: LoanLayout {
+            shape: vec![(len / element.size.max(1)) as i64],
+            dtype: DLDataType::of(element),
+            device: CPU_DEVICE,
+        },
+        retired: Mutex::new(None),
+    };
+    let holder = Bound::new(py, lent)?;
+    view(py, holder.into_any(), Memory { ptr, len, writable: true }, &dims, descr)
+}
+
+/// The one buffer of a loan that `lend` makes, as a [`LoanedBuffer`] of
+/// `shape` and `dtype` where `placement` says (`Publisher.loan_buffer`).
+#[allow(clippy::too_many_arguments)] // what `loan_buffer` takes, and the type's
+pub(crate) fn lend_buffer<'py, L: PyLoan>(
+    py: Python<'py>,
+    type_name: &str,
+    element: ElementInfo,
+    shape: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+    placement: Placement,
+    me: &Bound<'py, Publisher>,
+    lend: impl FnOnce(usize) -> Result<L, LoanError> + Send,
+) -> PyResult<Bound<'py, LoanedBuffer>> {
+    let dims = parse_shape(py, shape)?;
+    let dl = DLDataType::parse(dtype)?;
+    if element.size != 1 && !(dl.code <= 1 && dl.lanes == 1 && dl.itemsize() == element.size) {
+        return Err(PyTypeError::new_err(format!(
+            "{}'s data is {}[]; loan it with a {}-bit integer dtype, not {}",
+            type_name,
+            element.ros_name,
+            element.size * 8,
+            dtype.str()?
+        )));
+    }
+    let len = dims
+        .iter()
+        .try_fold(dl.itemsize(), |n, &d| n.checked_mul(d as usize))
+        .ok_or_else(|| PyValueError::new_err(format!("shape {dims:?} is too large")))?;
+    // A device pool may have to grow (and map memory) first.
+    let mut loan = py.detach(|| lend(len)).map_err(from_loan)?;
+    let backend = loan.backend();
+    let device_view = loan.device();
+    let host = loan.host().map(|p| p as usize);
+    let (ptr, device) = match placement {
+        Placement::Cuda(wanted) => {
+            let view = device_view.ok_or_else(|| {
+                error(
+                    Kind::Backend,
+                    format!(
+                        "this publisher lends {backend} memory, which no CUDA device addresses; create it with \
+                             backend=\"cuda\" (or \"cuda-host\") to loan CUDA memory, or ask for device=\"cpu\""
+                    ),
+                )
+            })?;
+            if let Some(n) = wanted.filter(|n| *n != view.ordinal) {
+                return Err(PyValueError::new_err(format!(
+                    "this publisher's memory is on cuda:{}, not cuda:{n}",
+                    view.ordinal
+                )));
+            }
+            (view.ptr as usize, (KDL_CUDA, view.ordinal))
+        }
+        Placement::Cpu => {
+            let host = host.ok_or_else(|| {
+                    error(
+                        Kind::Backend,
+                        format!(
+                            "this publisher lends {backend} device memory, which the CPU cannot write; use \
+                             device=\"cuda\", or create the publisher with backend=\"cuda-host\" or \"shm\" for host memory"
+                        ),
+                    )
+                })?;
+            (host, CPU_DEVICE)
+        }
+    };
+    let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
+    me.get().lent.register([host.unwrap_or(0), device_view.map_or(0, |v| v.ptr as usize)], len, &cell);
+    let lent = LoanedBuffer {
+        publisher: me.clone().into_any().unbind(),
+        loan: cell,
+        ptr,
+        len,
+        layout: LoanLayout { shape: dims, dtype: dl, device },
+        retired: Mutex::new(None),
+    };
+    Bound::new(py, lent)
 }
 
 impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
@@ -599,13 +774,9 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
         let obj = obj.try_borrow()?;
         let mut values = Vec::new();
         M::arrays_of(&obj, py, &mut values);
-        let loan = match adopt_loan::<M>(py, &values, me)? {
+        let loan = match adopt_loan::<LoanUninit<M>>(py, &values, me)? {
             Some(mut loan) => {
-                // Readers wait for the kernels that wrote the loan, on the
-                // GPU: the stream they were submitted to is recorded here.
-                if let Some(view) = loan.device_view(0) {
-                    loan.set_write_stream(stream.unwrap_or_else(|| default_write_stream(py, view.ordinal)));
-                }
+                order_device_writes(py, &mut loan, stream);
                 loan
             }
             None => copy_arrays(py, &values, |lens| self.loan_buffers(lens))?,
@@ -631,48 +802,8 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
         dtype: &Bound<'py, PyAny>,
         me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let element = single_element::<M>()?;
-        let (dims, descr, len): (Vec<npy_intp>, Bound<'py, PyArrayDescr>, usize) = parse_shape_dtype(py, shape, dtype)?;
-        if element.size != 1 && !descr.is_equiv_to(&PyArrayDescr::new(py, element.ros_name)?) {
-            return Err(PyTypeError::new_err(format!(
-                "{}'s data is {}[]; loan it with dtype numpy.{}, not {}",
-                M::TYPE_NAME,
-                element.ros_name,
-                element.ros_name,
-                descr.repr()?
-            )));
-        }
-        let mut loan = self.loan(len).map_err(from_loan)?;
-        let backend = loan.backend();
-        let ptr = loan
-            .buffer_uninit_mut(0)
-            .ok_or_else(|| {
-                error(
-                    Kind::Backend,
-                    format!(
-                        "this publisher lends {backend} device memory, which numpy cannot view; use \
-                         loan_tensor(shape, dtype) for a torch tensor on the device"
-                    ),
-                )
-            })?
-            .as_mut_ptr()
-            .cast::<u8>();
-        let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
-        me.get().lent.register([ptr as usize, 0], len, &cell);
-        let lent = LoanedBuffer {
-            publisher: me.clone().into_any().unbind(),
-            loan: cell,
-            ptr: ptr as usize,
-            len,
-            layout: LoanLayout {
-                shape: vec![(len / element.size.max(1)) as i64],
-                dtype: DLDataType::of(element),
-                device: CPU_DEVICE,
-            },
-            retired: Mutex::new(None),
-        };
-        let holder = Bound::new(py, lent)?;
-        view(py, holder.into_any(), Memory { ptr, len, writable: true }, &dims, descr)
+        let element = single_element(M::TYPE_NAME, &elements_of::<M>())?;
+        lend_array(py, M::TYPE_NAME, element, shape, dtype, me, |len| self.loan(len))
     }
 
     fn loan_buffer<'py>(
@@ -683,70 +814,8 @@ impl<M: PyMessage> AnyPublisher for RustPublisher<M> {
         placement: Placement,
         me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, LoanedBuffer>> {
-        let element = single_element::<M>()?;
-        let dims = parse_shape(py, shape)?;
-        let dl = DLDataType::parse(dtype)?;
-        if element.size != 1 && !(dl.code <= 1 && dl.lanes == 1 && dl.itemsize() == element.size) {
-            return Err(PyTypeError::new_err(format!(
-                "{}'s data is {}[]; loan it with a {}-bit integer dtype, not {}",
-                M::TYPE_NAME,
-                element.ros_name,
-                element.size * 8,
-                dtype.str()?
-            )));
-        }
-        let len = dims
-            .iter()
-            .try_fold(dl.itemsize(), |n, &d| n.checked_mul(d as usize))
-            .ok_or_else(|| PyValueError::new_err(format!("shape {dims:?} is too large")))?;
-        // A device pool may have to grow (and map memory) first.
-        let mut loan = py.detach(|| self.loan(len)).map_err(from_loan)?;
-        let backend = loan.backend();
-        let device_view = loan.device_view(0);
-        let host = loan.buffer_uninit_mut(0).map(|b| b.as_mut_ptr() as usize);
-        let (ptr, device) = match placement {
-            Placement::Cuda(wanted) => {
-                let view = device_view.ok_or_else(|| {
-                    error(
-                        Kind::Backend,
-                        format!(
-                            "this publisher lends {backend} memory, which no CUDA device addresses; create it with \
-                             backend=\"cuda\" (or \"cuda-host\") to loan CUDA memory, or ask for device=\"cpu\""
-                        ),
-                    )
-                })?;
-                if let Some(n) = wanted.filter(|n| *n != view.ordinal) {
-                    return Err(PyValueError::new_err(format!(
-                        "this publisher's memory is on cuda:{}, not cuda:{n}",
-                        view.ordinal
-                    )));
-                }
-                (view.ptr as usize, (KDL_CUDA, view.ordinal))
-            }
-            Placement::Cpu => {
-                let host = host.ok_or_else(|| {
-                    error(
-                        Kind::Backend,
-                        format!(
-                            "this publisher lends {backend} device memory, which the CPU cannot write; use \
-                             device=\"cuda\", or create the publisher with backend=\"cuda-host\" or \"shm\" for host memory"
-                        ),
-                    )
-                })?;
-                (host, CPU_DEVICE)
-            }
-        };
-        let cell: LoanCell = Arc::new(Mutex::new(Some(Box::new(loan) as Box<dyn Any + Send>)));
-        me.get().lent.register([host.unwrap_or(0), device_view.map_or(0, |v| v.ptr as usize)], len, &cell);
-        let lent = LoanedBuffer {
-            publisher: me.clone().into_any().unbind(),
-            loan: cell,
-            ptr,
-            len,
-            layout: LoanLayout { shape: dims, dtype: dl, device },
-            retired: Mutex::new(None),
-        };
-        Bound::new(py, lent)
+        let element = single_element(M::TYPE_NAME, &elements_of::<M>())?;
+        lend_buffer(py, M::TYPE_NAME, element, shape, dtype, placement, me, |len| self.loan(len))
     }
 
     fn topic_name(&self) -> &str {

@@ -33,7 +33,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 use crate::arrays::{host_source, received_value, DeviceArray, LoanedBuffer};
-use crate::endpoints::{copy_arrays, AnyPublisher, AnySubscription, Endpoints, Placement, Publisher, SIGNAL_CHECK};
+use crate::endpoints::{
+    adopt_loan, copy_arrays, lend_array, lend_buffer, order_device_writes, single_element, AnyPublisher,
+    AnySubscription, Endpoints, Placement, Publisher, SIGNAL_CHECK,
+};
 use crate::errors::{error, from_publish, from_take, from_wait, type_name, Kind};
 use crate::messages;
 use crate::services::{from_call, AnyClient, AnyServer, PyRequest, ServiceEndpoints};
@@ -133,6 +136,24 @@ impl MessageType {
         let buffers = values.iter().map(|v| heap_copy(v)).collect::<PyResult<Vec<_>>>()?;
         GenericMessage::new(self.layout.clone(), w.finish(), buffers)
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.layout.type_name())))
+    }
+
+    /// The elements of the buffer fields outside sequences, in order: what
+    /// a loan has buffers for.
+    fn fixed_elements(&self) -> Vec<ElementInfo> {
+        fn walk(s: &Struct, out: &mut Vec<ElementInfo>) {
+            for f in &s.fields {
+                match (&f.slot, f.array) {
+                    (Slot::Buffer(_, element), _) => out.push(*element),
+                    (Slot::Message(nested), ArrayKind::Single) => walk(nested, out),
+                    (Slot::Message(nested), ArrayKind::Fixed(n)) => (0..n).for_each(|_| walk(nested, out)),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out
     }
 
     /// The Python message of `msg`, its buffer fields viewing its buffers.
@@ -763,12 +784,12 @@ impl AnyPublisher for UserPublisher {
         &self,
         py: Python<'_>,
         msg: &Bound<'_, PyAny>,
-        _me: &Bound<'_, Publisher>,
-        _stream: Option<u64>,
+        me: &Bound<'_, Publisher>,
+        stream: Option<u64>,
     ) -> PyResult<()> {
         let ty = self.ty.get();
         let msg = ty
-            .outgoing(py, msg, |lens| self.inner.loan_buffers(lens))
+            .outgoing(py, msg, Some((me, stream)), |lens| self.inner.loan_buffers(lens))
             .map_err(|e| role_error(py, e, &format!("message (this publisher sends {})", ty.layout.type_name())))?;
         // A reliable publish can wait for a full queue (max_blocking_time).
         py.detach(|| match msg {
@@ -780,23 +801,28 @@ impl AnyPublisher for UserPublisher {
 
     fn loan<'py>(
         &self,
-        _py: Python<'py>,
-        _shape: &Bound<'py, PyAny>,
-        _dtype: &Bound<'py, PyAny>,
-        _me: &Bound<'py, Publisher>,
+        py: Python<'py>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        Err(self.no_loans())
+        let ty = self.ty.get();
+        let element = single_element(ty.layout.type_name(), &ty.fixed_elements())?;
+        lend_array(py, ty.layout.type_name(), element, shape, dtype, me, |len| self.inner.loan_buffers(&[len]))
     }
 
     fn loan_buffer<'py>(
         &self,
-        _py: Python<'py>,
-        _shape: &Bound<'py, PyAny>,
-        _dtype: &Bound<'py, PyAny>,
-        _placement: Placement,
-        _me: &Bound<'py, Publisher>,
+        py: Python<'py>,
+        shape: &Bound<'py, PyAny>,
+        dtype: &Bound<'py, PyAny>,
+        placement: Placement,
+        me: &Bound<'py, Publisher>,
     ) -> PyResult<Bound<'py, LoanedBuffer>> {
-        Err(self.no_loans())
+        let ty = self.ty.get();
+        let element = single_element(ty.layout.type_name(), &ty.fixed_elements())?;
+        let lend = |len| self.inner.loan_buffers(&[len]);
+        lend_buffer(py, ty.layout.type_name(), element, shape, dtype, placement, me, lend)
     }
 
     fn topic_name(&self) -> &str {
@@ -809,19 +835,6 @@ impl AnyPublisher for UserPublisher {
 
     fn spilled_count(&self) -> u64 {
         self.inner.spilled_count()
-    }
-}
-
-impl UserPublisher {
-    fn no_loans(&self) -> PyErr {
-        error(
-            Kind::Loan,
-            format!(
-                "loans are for freight's built-in types; publish a {} with publish(msg), which copies its \
-                 buffer fields once into shared memory",
-                self.ty.get().layout.type_name()
-            ),
-        )
     }
 }
 
@@ -882,15 +895,27 @@ enum Outgoing {
 }
 
 impl MessageType {
-    /// `obj` to send, its buffers copied once: into a loan that `lend` makes
-    /// where the type's buffers are all outside sequences.
+    /// `obj` to send: its one buffer field sent as it is when it is a loan
+    /// of `lender` (a publisher's), else its buffers copied once, into a
+    /// loan that `lend` makes where the type's buffers are all outside
+    /// sequences. `stream`: the CUDA stream that wrote a device loan.
     fn outgoing(
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
+        lender: Option<(&Bound<'_, Publisher>, Option<u64>)>,
         lend: impl FnOnce(&[usize]) -> Result<GenericLoanUninit, freight::LoanError> + Send,
     ) -> PyResult<Outgoing> {
         let (w, values) = self.write(obj)?;
+        if let (Some((me, stream)), 1) = (lender, self.layout.fixed_buffer_count()) {
+            if let Some(mut loan) = adopt_loan::<GenericLoanUninit>(py, &values, me)? {
+                order_device_writes(py, &mut loan, stream);
+                // SAFETY: as for a built-in type's loan (`AnyPublisher::publish`
+                // of `endpoints.rs`): the user wrote it, and lent memory is
+                // never uninitialised.
+                return Ok(Outgoing::Lent(Box::new(unsafe { loan.assume_init() }), w.finish()));
+            }
+        }
         if values.len() != self.layout.fixed_buffer_count() {
             let buffers = values.iter().map(|v| heap_copy(v)).collect::<PyResult<Vec<_>>>()?;
             let msg = GenericMessage::new(self.layout.clone(), w.finish(), buffers)
@@ -942,7 +967,7 @@ impl AnyServer for UserServer {
         let id = RequestId { client: id.0, sequence: id.1 };
         let ty = self.types.response.get();
         let response = ty
-            .outgoing(py, response, |lens| self.server.loan_response(lens))
+            .outgoing(py, response, None, |lens| self.server.loan_response(lens))
             .map_err(|e| role_error(py, e, "response"))?;
         py.detach(|| match response {
             Outgoing::Lent(loan, fields) => self.server.send_loaned_response(id, *loan, &fields),
@@ -985,7 +1010,7 @@ impl AnyClient for UserClient {
     fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
         let ty = self.types.request.get();
         let request = ty
-            .outgoing(py, request, |lens| self.client.loan_request(lens))
+            .outgoing(py, request, None, |lens| self.client.loan_request(lens))
             .map_err(|e| role_error(py, e, "request"))?;
         let call = py
             .detach(|| match request {
