@@ -4,7 +4,7 @@ Usage::
 
     python -m freight.bench latency [--sizes 8B,64KiB,1MiB,8MiB,32MiB,128MiB]
                                     [--iterations 5000] [--duration-per-row 2]
-                                    [--json FILE] [--baseline auto|iceoryx2|none]
+                                    [--json FILE] [--baseline auto|iceoryx2|none] [--user-type]
 
 ``freight bench latency --lang python`` runs this module with the same options. The table
 goes to stdout, ready for BENCHMARKS.md; progress goes to stderr. Sizes take the units of
@@ -39,8 +39,10 @@ Python, with freight and iceoryx2 driven by the same loops:
   ``msg.data``; acks are 8-byte messages of the same type. iceoryx2: an ipc
   publish-subscribe service of ``Slice[c_uint8]``, ``loan_slice_uninit`` then
   ``assume_init().send()``, ``receive()``, the header read at ``payload_ptr``; acks on a
-  ``c_uint64`` service. Both iceoryx2 services are configured as
-  in the Rust baseline: one publisher, one subscriber, buffer 2, no history.
+  ``c_uint64`` service. Both iceoryx2 services are configured as in the Rust baseline: one
+  publisher, one subscriber, buffer 2, no history. With ``--user-type``, "freight-user" rows
+  do what the freight rows do with a type of a user's package (``message_class``) holding
+  UInt8MultiArray's fields.
 * Rows alternate between the libraries size by size, so that the slow drifts of a noisy
   machine affect both alike: the figure of merit is the ratio of p50s within one run, and
   the target is freight <= 2x iceoryx2 at every size.
@@ -241,14 +243,33 @@ def _die_with_parent(parent_pid: int) -> None:
 # library calls, are shared.
 
 
+# The fields of std_msgs/UInt8MultiArray as a type of a user's own package, with the
+# definition a module of `freight msg python` would carry: the "freight-user" rows measure
+# what such a type costs per message (user_types.rs converts it field by field) beside the
+# built-in class.
+USER_TYPE = "freight_bench_msgs/msg/Bytes"
+USER_DEFINITION = "\n".join(
+    ["std_msgs/MultiArrayLayout layout", "uint8[] data", "=" * 80, "MSG: std_msgs/MultiArrayLayout",
+     "std_msgs/MultiArrayDimension[] dim", "uint32 data_offset", "=" * 80, "MSG: std_msgs/MultiArrayDimension",
+     "string label", "uint32 size", "uint32 stride", ""]
+)  # fmt: skip
+
+
+def _message_type(library: str):
+    if library == "freight-user":
+        return freight.msgs.message_class(USER_TYPE, USER_DEFINITION)
+    return UInt8MultiArray
+
+
 class FreightPing:
     """Publisher side over freight's Python API."""
 
-    def __init__(self, channel: str, size: int) -> None:
+    def __init__(self, channel: str, size: int, library: str = "freight") -> None:
+        self._type = _message_type(library)
         self._context = freight.Context(local_only=True)
         self._node = freight.Node("freight_bench_ping", context=self._context)
-        self._publisher = self._node.create_publisher(UInt8MultiArray, f"{channel}/ping", 1)
-        self._acks = self._node.create_subscription(UInt8MultiArray, f"{channel}/ack", None, 1)
+        self._publisher = self._node.create_publisher(self._type, f"{channel}/ping", 1)
+        self._acks = self._node.create_subscription(self._type, f"{channel}/ack", None, 1)
         self._shape = (_wire_len(size),)
 
     def peer_connected(self) -> bool:
@@ -257,7 +278,7 @@ class FreightPing:
     def send(self, seq: int) -> None:
         data = self._publisher.loan(self._shape, np.uint8)
         HEADER.pack_into(data, 0, seq, time.monotonic_ns())
-        self._publisher.publish(UInt8MultiArray(data=data))
+        self._publisher.publish(self._type(data=data))
 
     def poll_ack(self) -> int | None:
         msg = self._acks.take(timeout_sec=0)
@@ -271,11 +292,12 @@ class FreightPing:
 class FreightPong:
     """Subscriber side over freight's Python API."""
 
-    def __init__(self, channel: str, size: int) -> None:
+    def __init__(self, channel: str, size: int, library: str = "freight") -> None:
+        self._type = _message_type(library)
         self._context = freight.Context(local_only=True)
         self._node = freight.Node("freight_bench_pong", context=self._context)
-        self._subscription = self._node.create_subscription(UInt8MultiArray, f"{channel}/ping", None, 1)
-        self._acks = self._node.create_publisher(UInt8MultiArray, f"{channel}/ack", 1)
+        self._subscription = self._node.create_subscription(self._type, f"{channel}/ping", None, 1)
+        self._acks = self._node.create_publisher(self._type, f"{channel}/ack", 1)
 
     def peer_connected(self) -> bool:
         return self._acks.get_subscription_count() >= 1
@@ -291,7 +313,7 @@ class FreightPong:
     def ack(self, seq: int) -> None:
         data = self._acks.loan((ACK.size,), np.uint8)
         ACK.pack_into(data, 0, seq)
-        self._acks.publish(UInt8MultiArray(data=data))
+        self._acks.publish(self._type(data=data))
 
 
 def _import_iceoryx2():
@@ -409,7 +431,14 @@ class Iceoryx2Pong:
         self._acks.send_copy(ctypes.c_uint64(seq))
 
 
-LIBRARIES = {"freight": (FreightPing, FreightPong), "iceoryx2": (Iceoryx2Ping, Iceoryx2Pong)}
+LIBRARIES = {
+    "freight": (FreightPing, FreightPong),
+    "freight-user": (
+        lambda channel, size: FreightPing(channel, size, "freight-user"),
+        lambda channel, size: FreightPong(channel, size, "freight-user"),
+    ),
+    "iceoryx2": (Iceoryx2Ping, Iceoryx2Pong),
+}
 
 
 # --- The subscriber process --------------------------------------------------------------
@@ -737,9 +766,12 @@ def render_table(rows: list[Row], libraries: list[str], plan: Plan, nproc: int) 
     header = ["size"]
     for lib in libraries:
         header += [f"{lib} p50 µs", "p99 µs", "max µs"]
-    with_ratio = libraries == ["freight", "iceoryx2"]
+    with_ratio = "iceoryx2" in libraries
+    with_user = "freight-user" in libraries
     if with_ratio:
         header.append("freight/iceoryx2 (p50)")
+    if with_user:
+        header.append("freight-user/freight (p50)")
     body = []
     missed = []
     for size in sizes:
@@ -752,6 +784,8 @@ def render_table(rows: list[Row], libraries: list[str], plan: Plan, nproc: int) 
             cells.append(f"{ratio:.2f}x")
             if ratio > TARGET_RATIO:
                 missed.append(f"{format_size(size)} ({ratio:.2f}x)")
+        if with_user:
+            cells.append(f"{by_key[('freight-user', size)].p50_us / by_key[('freight', size)].p50_us:.2f}x")
         body.append(cells)
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
@@ -787,11 +821,12 @@ def _check_output_path(path: Path) -> None:
         )
 
 
-def _libraries(baseline: str) -> list[str]:
+def _libraries(baseline: str, user_type: bool) -> list[str]:
     """The libraries to measure, the baseline checked up front: a missing one should fail in
     the first second, not after minutes of measuring."""
+    freights = ["freight", "freight-user"] if user_type else ["freight"]
     if baseline == "none":
-        return ["freight"]
+        return freights
     try:
         _import_iceoryx2()
     except ImportError as e:
@@ -803,14 +838,14 @@ def _libraries(baseline: str) -> list[str]:
             f"for the comparison: {install}",
             file=sys.stderr,
         )
-        return ["freight"]
-    return ["freight", "iceoryx2"]
+        return freights
+    return [*freights, "iceoryx2"]
 
 
 def run_latency(args: argparse.Namespace) -> int:
     if args.json is not None:
         _check_output_path(args.json)
-    libraries = _libraries(args.baseline)
+    libraries = _libraries(args.baseline, args.user_type)
     plan = Plan(iterations=args.iterations, max_duration_s=args.duration_per_row)
     nproc = len(os.sched_getaffinity(0))  # before pinning narrows it to one
     cpus = _cpu_plan()
@@ -879,6 +914,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["auto", "iceoryx2", "none"],
         default="auto",
         help="auto: measure iceoryx2 if installed; iceoryx2: fail without it; none: freight only (default auto)",
+    )
+    latency.add_argument(
+        "--user-type",
+        action="store_true",
+        help=f"also measure {USER_TYPE}, UInt8MultiArray's fields as a type of a user's package "
+        "(freight.msgs.message_class), beside the built-in class",
     )
     # The subscriber process of a row; only run_latency starts it.
     peer = commands.add_parser("peer")

@@ -64,6 +64,18 @@ fn unknown_transport_is_a_clear_error() {
 }
 
 #[test]
+fn a_python_only_option_without_lang_python_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_freight"))
+        .args(["bench", "latency", "--user-type", "--sizes", "8B"])
+        .output()
+        .expect("run freight");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--user-type only applies to --lang python"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing may be measured");
+}
+
+#[test]
 fn bench_latency_measures_a_dds_row() {
     let out = Command::new(env!("CARGO_BIN_EXE_freight"))
         .args(["bench", "latency", "--sizes", "1KiB", "--transports", "dds", "--wait", "block", "--iterations", "50"])
@@ -93,7 +105,7 @@ fn bench_latency_lang_python_runs_the_python_benchmark() {
     let dir = PrivateDir::new("freight-cli-bench-python");
     let json = dir.path().join("rows.json");
     let out = Command::new(env!("CARGO_BIN_EXE_freight"))
-        .args(["bench", "latency", "--lang", "python", "--sizes", "8B,1MiB", "--iterations", "50"])
+        .args(["bench", "latency", "--lang", "python", "--sizes", "8B,1MiB", "--iterations", "50", "--user-type"])
         .args(["--duration-per-row", "0.2", "--json"])
         .arg(&json)
         .env("FREIGHT_PYTHON", &python)
@@ -101,10 +113,13 @@ fn bench_latency_lang_python_runs_the_python_benchmark() {
         .expect("run freight");
     succeeded(&out);
 
-    // freight, and iceoryx2 where its Python binding is installed, for each size.
+    // freight, a user's type (--user-type), and iceoryx2 where its Python binding is
+    // installed, for each size.
     let rows = rows_of(&json);
-    let freight_rows: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == "freight").collect();
-    assert_eq!(freight_rows.len(), 2, "{rows:#?}");
+    for library in ["freight", "freight-user"] {
+        let of_library: Vec<&serde_json::Value> = rows.iter().filter(|r| r["transport"] == library).collect();
+        assert_eq!(of_library.len(), 2, "{library}: {rows:#?}");
+    }
     for row in &rows {
         assert_eq!(row["lang"], "python", "{row}");
         assert_eq!(row["samples"], 50, "{row}");
@@ -112,6 +127,7 @@ fn bench_latency_lang_python_runs_the_python_benchmark() {
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("freight p50 µs"), "{stdout}");
+    assert!(stdout.contains("freight-user/freight (p50)"), "{stdout}");
 }
 
 /// The C++ program `make build` leaves beside the tool; its absence fails the test with

@@ -94,8 +94,16 @@ enum Slot {
     /// `string`, its bound if any.
     Str(Option<usize>),
     Message(Arc<Struct>),
-    /// An unbounded sequence of numbers: a buffer of the element.
-    Buffer(Primitive, ElementInfo),
+    /// An unbounded sequence of numbers: a buffer.
+    Buffer(BufferSlot),
+}
+
+/// A buffer field's element, in Rust and as numpy's dtype (made once: a
+/// dtype from its name costs a parse).
+struct BufferSlot {
+    primitive: Primitive,
+    element: ElementInfo,
+    dtype: Py<PyArrayDescr>,
 }
 
 impl MessageType {
@@ -144,7 +152,7 @@ impl MessageType {
         fn walk(s: &Struct, out: &mut Vec<ElementInfo>) {
             for f in &s.fields {
                 match (&f.slot, f.array) {
-                    (Slot::Buffer(_, element), _) => out.push(*element),
+                    (Slot::Buffer(b), _) => out.push(b.element),
                     (Slot::Message(nested), ArrayKind::Single) => walk(nested, out),
                     (Slot::Message(nested), ArrayKind::Fixed(n)) => (0..n).for_each(|_| walk(nested, out)),
                     _ => {}
@@ -329,7 +337,11 @@ fn build(
     let mut fields = Vec::with_capacity(spec.fields.len());
     for f in &spec.fields {
         let slot = match &f.ty.base {
-            BaseType::Primitive(p) if is_buffer_field(&f.ty) => Slot::Buffer(*p, buffer_element(*p)),
+            BaseType::Primitive(p) if is_buffer_field(&f.ty) => Slot::Buffer(BufferSlot {
+                primitive: *p,
+                element: buffer_element(*p),
+                dtype: PyArrayDescr::new(py, dtype_name(*p))?.unbind(),
+            }),
             BaseType::Primitive(Primitive::Bool) => Slot::Bool,
             BaseType::Primitive(p) => Slot::Number(*p),
             BaseType::String { bound } => Slot::Str(*bound),
@@ -406,7 +418,7 @@ impl Struct {
     fn instance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match self.made_as(py)? {
             Class::BuiltIn(c) => c.bind(py).call0(),
-            Class::User(c) => c.bind(py).call_method1("__new__", (c.bind(py),)),
+            Class::User(c) => c.bind(py).call_method1(pyo3::intern!(py, "__new__"), (c.bind(py),)),
         }
     }
 }
@@ -434,10 +446,10 @@ fn write_field<'py>(
     w: &mut CdrWriter,
     buffers: &mut Vec<Bound<'py, PyAny>>,
 ) -> PyResult<()> {
-    if let Slot::Buffer(p, _) = f.slot {
+    if let Slot::Buffer(b) = &f.slot {
         // Its ordinal; the value is copied or lent as a whole later.
         w.write_u32(u32::try_from(buffers.len()).map_err(|_| PyValueError::new_err("too many buffer fields"))?);
-        buffers.push(buffer_value(value, p)?);
+        buffers.push(buffer_value(value, b)?);
         return Ok(());
     }
     match f.array {
@@ -537,32 +549,31 @@ fn dtype_name(p: Primitive) -> &'static str {
 /// A buffer field's value as it will be sent: a numpy array of the field's
 /// dtype (a sequence of numbers or a bytes-like object becomes one), or a
 /// loan or device array, kept as it is.
-fn buffer_value<'py>(value: &Bound<'py, PyAny>, p: Primitive) -> PyResult<Bound<'py, PyAny>> {
+fn buffer_value<'py>(value: &Bound<'py, PyAny>, b: &BufferSlot) -> PyResult<Bound<'py, PyAny>> {
+    use numpy::{PyArrayDescrMethods, PyUntypedArrayMethods};
     let py = value.py();
     if value.is_instance_of::<LoanedBuffer>() || value.is_instance_of::<DeviceArray>() {
         return Ok(value.clone());
     }
-    let numpy = py.import("numpy")?;
-    let dtype = PyArrayDescr::new(py, dtype_name(p))?;
+    let name = dtype_name(b.primitive);
     if let Ok(array) = value.cast::<numpy::PyUntypedArray>() {
-        use numpy::{PyArrayDescrMethods, PyUntypedArrayMethods};
-        if array.dtype().has_object() || array.dtype().itemsize() != dtype.itemsize() {
+        let given = array.dtype();
+        if given.has_object() || given.itemsize() != b.element.size {
             return Err(PyTypeError::new_err(format!(
-                "holds {}; got an array of {}: convert it with arr.astype(numpy.{})",
-                dtype_name(p),
-                array.dtype().repr()?,
-                dtype_name(p)
+                "holds {name}; got an array of {}: convert it with arr.astype(numpy.{name})",
+                given.repr()?
             )));
         }
         return Ok(value.clone());
     }
-    if value.hasattr("__dlpack_device__")? {
+    if value.hasattr(pyo3::intern!(py, "__dlpack_device__"))? {
         return Ok(value.clone());
     }
+    let numpy = py.import("numpy")?;
     if value.is_instance_of::<PyBytes>() || value.is_instance_of::<pyo3::types::PyByteArray>() {
-        return numpy.call_method1("frombuffer", (value, dtype));
+        return numpy.call_method1("frombuffer", (value, b.dtype.bind(py)));
     }
-    numpy.call_method1("array", (value, dtype)).map_err(|e| {
+    numpy.call_method1("array", (value, b.dtype.bind(py))).map_err(|e| {
         PyTypeError::new_err(format!("takes a numpy array, a bytes-like object or a sequence of numbers: {e}"))
     })
 }
@@ -615,11 +626,11 @@ fn read_field<'py>(
     r: &mut CdrReader<'_>,
     buffers: &[RawBuffer],
 ) -> Result<Bound<'py, PyAny>, Read> {
-    if let Slot::Buffer(p, element) = f.slot {
+    if let Slot::Buffer(b) = &f.slot {
         let at = r.read_u32()? as usize;
         // `GenericMessage` checked the ordinals: this is a second line.
         let raw = buffers.get(at).ok_or_else(|| error(Kind::Malformed, format!("no buffer {at}")))?;
-        return Ok(received_value(py, raw.clone(), element, PyArrayDescr::new(py, dtype_name(p))?)?);
+        return Ok(received_value(py, raw.clone(), b.element, b.dtype.bind(py).clone())?);
     }
     let count = match f.array {
         ArrayKind::Single => return read_one(py, &f.slot, r, buffers),
@@ -674,7 +685,7 @@ fn read_one<'py>(
 /// device array), the rest as given.
 fn assigned<'py>(f: &Field, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     match (&f.slot, f.array) {
-        (Slot::Buffer(p, _), _) => buffer_value(&value, *p),
+        (Slot::Buffer(b), _) => buffer_value(&value, b),
         (Slot::Number(p), ArrayKind::Fixed(_) | ArrayKind::Bounded(_)) => {
             value.py().import("numpy")?.call_method1("array", (value, dtype_name(*p)))
         }
@@ -707,9 +718,9 @@ fn default_value<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyAny>>
     };
     let numpy = || py.import("numpy");
     match (&f.slot, f.array) {
-        (Slot::Buffer(p, _), _) => {
+        (Slot::Buffer(b), _) => {
             let items = given.iter().map(|v| value_object(py, v)).collect::<PyResult<Vec<_>>>()?;
-            numpy()?.call_method1("array", (PyList::new(py, items)?, dtype_name(*p)))
+            numpy()?.call_method1("array", (PyList::new(py, items)?, b.dtype.bind(py)))
         }
         (slot, ArrayKind::Single) => one(slot, given.first()),
         (slot, ArrayKind::Fixed(n)) => {

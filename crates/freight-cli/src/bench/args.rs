@@ -157,6 +157,12 @@ pub struct LatencyArgs {
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
 
+    /// With --lang python, also measure a message type of a user's own package (the fields of
+    /// std_msgs/UInt8MultiArray, as `freight msg python` would generate it): what a user's type
+    /// costs per message beside a built-in class, in the same run.
+    #[arg(long)]
+    pub user_type: bool,
+
     /// Python interpreter for --lang python, with freight's Python package installed.
     /// [default: $FREIGHT_PYTHON, else python3]
     #[arg(long, value_name = "PATH")]

@@ -247,6 +247,12 @@ impl LatencyJob {
                 "add --lang python to measure the Python API, or drop --python",
             ));
         }
+        if args.user_type {
+            return Err(BenchError::new(
+                "--user-type only applies to --lang python",
+                "add --lang python to measure a user's message type from Python, or drop --user-type",
+            ));
+        }
         let mut sizes = Vec::new();
         for &size in &args.sizes {
             if !sizes.contains(&size) {

@@ -96,6 +96,9 @@ fn forwarded_options(args: &LatencyArgs) -> Vec<OsString> {
         out.push("--json".into());
         out.push(json.as_os_str().to_owned());
     }
+    if args.user_type {
+        out.push("--user-type".into());
+    }
     out
 }
 
@@ -223,6 +226,8 @@ mod tests {
             strings(forwarded_options(&args)),
             ["--sizes", "8,65536,1000000", "--iterations", "300", "--duration-per-row", "0.5", "--json", "out.json"]
         );
+        let user = strings(forwarded_options(&parse(&["--lang", "python", "--user-type"])));
+        assert_eq!(user.last().map(String::as_str), Some("--user-type"));
         let defaults = strings(forwarded_options(&parse(&["--lang", "python"])));
         assert_eq!(defaults[1], "8,65536,1048576,8388608,33554432,134217728");
         assert_eq!(defaults[5], "2");
