@@ -34,7 +34,7 @@ use crate::user_types::MessageType;
 /// How long a blocking wait sleeps before it looks for Ctrl-C: Python runs
 /// signal handlers only between bytecodes, so a wait with the GIL released
 /// must come back now and then for `KeyboardInterrupt` to be raised.
-pub(crate) const SIGNAL_CHECK: StdDuration = StdDuration::from_millis(100);
+const SIGNAL_CHECK: StdDuration = StdDuration::from_millis(100);
 
 /// Copies up to this size keep the GIL: releasing it costs more.
 const COPY_KEEPS_GIL: usize = 64 << 10;
@@ -949,6 +949,32 @@ impl Publisher {
 }
 
 /// A subscription of any message type.
+/// The next sample, waiting up to `timeout` (`None`: for ever): what
+/// `try_take` finds, else what `take` waits for in slices of
+/// [`SIGNAL_CHECK`], between which Ctrl-C raises. No GIL while taking:
+/// importing device memory may map it.
+pub(crate) fn take_waiting<S: Send>(
+    py: Python<'_>,
+    timeout: Option<StdDuration>,
+    try_take: impl Fn() -> Result<Option<S>, freight::TakeError> + Sync,
+    take: impl Fn(StdDuration) -> Result<Option<S>, freight::TakeError> + Sync,
+) -> PyResult<Option<S>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        if let Some(s) = py.detach(&try_take).map_err(from_take)? {
+            return Ok(Some(s));
+        }
+        let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));
+        if left.is_zero() {
+            return Ok(None);
+        }
+        if let Some(s) = py.detach(|| take(left.min(SIGNAL_CHECK))).map_err(from_take)? {
+            return Ok(Some(s));
+        }
+        py.check_signals()?;
+    }
+}
+
 pub(crate) trait AnySubscription: Send + Sync {
     fn take(&self, py: Python<'_>, timeout: Option<StdDuration>) -> PyResult<Option<Py<PyAny>>>;
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>);
@@ -959,22 +985,7 @@ pub(crate) trait AnySubscription: Send + Sync {
 
 impl<M: PyMessage> AnySubscription for RustSubscription<M> {
     fn take(&self, py: Python<'_>, timeout: Option<StdDuration>) -> PyResult<Option<Py<PyAny>>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let sample = loop {
-            // Importing device memory may map it: no GIL for that.
-            if let Some(s) = py.detach(|| self.try_take()).map_err(from_take)? {
-                break s;
-            }
-            let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let got = py.detach(|| self.take(left.min(SIGNAL_CHECK))).map_err(from_take)?;
-            if let Some(s) = got {
-                break s;
-            }
-            py.check_signals()?;
-        };
+        let Some(sample) = take_waiting(py, timeout, || self.try_take(), |t| self.take(t))? else { return Ok(None) };
         let msg = sample.into_message().read_fields(py)?;
         Ok(Some(Py::new(py, msg)?.into_any()))
     }

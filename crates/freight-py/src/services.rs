@@ -154,9 +154,43 @@ where
     }
 }
 
+/// Sleeps, without the GIL, until a reply comes to one of `client`'s calls
+/// or `timeout` passes; a zero timeout does not wait.
+pub(crate) fn wait_for_replies(py: Python<'_>, client: &dyn AnyClient, timeout: StdDuration) -> PyResult<()> {
+    if timeout.is_zero() {
+        return Ok(());
+    }
+    py.detach(|| {
+        let mut waitset = WaitSet::new();
+        client.add_to(&mut waitset);
+        waitset.wait(timeout)
+    })
+    .map(drop)
+    .map_err(from_wait)
+}
+
+/// The replies that came for the calls in `pending` (`try_get` asks one),
+/// each call removed once answered.
+pub(crate) fn answered<C, R>(
+    pending: &Mutex<HashMap<i64, C>>,
+    mut try_get: impl FnMut(&mut C) -> Result<Option<R>, CallError>,
+) -> Result<Vec<(i64, R)>, CallError> {
+    let mut pending = lock(pending);
+    let mut replies = Vec::new();
+    for (&sequence, call) in pending.iter_mut() {
+        if let Some(reply) = try_get(call)? {
+            replies.push((sequence, reply));
+        }
+    }
+    for (sequence, _) in &replies {
+        pending.remove(sequence);
+    }
+    Ok(replies)
+}
+
 /// A poisoned lock means a panic elsewhere left the map as it was between
 /// two whole operations: go on with it.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -201,33 +235,9 @@ where
     }
 
     fn take_responses(&self, py: Python<'_>, timeout: StdDuration) -> PyResult<Vec<(i64, Py<PyAny>)>> {
-        if !timeout.is_zero() {
-            // Sleeps until a reply (any client's) comes or the time is up.
-            py.detach(|| {
-                let mut waitset = WaitSet::new();
-                waitset.add_client(&self.client);
-                waitset.wait(timeout)
-            })
-            .map_err(from_wait)?;
-        }
-        let replies = py.detach(|| {
-            let mut pending = lock(&self.pending);
-            let mut replies = Vec::new();
-            for (&sequence, call) in pending.iter_mut() {
-                if let Some(reply) = call.try_get()? {
-                    replies.push((sequence, reply));
-                }
-            }
-            for (sequence, _) in &replies {
-                pending.remove(sequence);
-            }
-            Ok(replies)
-        });
-        replies
-            .map_err(from_call)?
-            .into_iter()
-            .map(|(sequence, reply)| Ok((sequence, to_python(py, reply.into_message())?)))
-            .collect()
+        wait_for_replies(py, self, timeout)?;
+        let replies = py.detach(|| answered(&self.pending, PendingCall::try_get)).map_err(from_call)?;
+        replies.into_iter().map(|(sequence, reply)| Ok((sequence, to_python(py, reply.into_message())?))).collect()
     }
 
     fn forget(&self, sequence: i64) {

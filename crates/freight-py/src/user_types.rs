@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration as StdDuration, Instant};
+use std::time::Duration as StdDuration;
 
 use freight::generic::{
     buffer_element, is_buffer_field, layout_from_specs, GenericClient, GenericLoan, GenericLoanUninit, GenericMessage,
@@ -34,12 +34,12 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 use crate::arrays::{host_source, received_value, DeviceArray, LoanedBuffer};
 use crate::endpoints::{
-    adopt_loan, copy_arrays, lend_array, lend_buffer, order_device_writes, single_element, AnyPublisher,
-    AnySubscription, Endpoints, Placement, Publisher, SIGNAL_CHECK,
+    adopt_loan, copy_arrays, lend_array, lend_buffer, order_device_writes, single_element, take_waiting, AnyPublisher,
+    AnySubscription, Endpoints, Placement, Publisher,
 };
-use crate::errors::{error, from_publish, from_take, from_wait, type_name, Kind};
+use crate::errors::{error, from_publish, from_take, type_name, Kind};
 use crate::messages;
-use crate::services::{from_call, AnyClient, AnyServer, PyRequest, ServiceEndpoints};
+use crate::services::{answered, from_call, lock, wait_for_replies, AnyClient, AnyServer, PyRequest, ServiceEndpoints};
 
 /// The classes of users' types made in this process, by type name, with
 /// their hashes: one class per type, whichever definition names it.
@@ -856,21 +856,8 @@ struct UserSubscription {
 
 impl AnySubscription for UserSubscription {
     fn take(&self, py: Python<'_>, timeout: Option<StdDuration>) -> PyResult<Option<Py<PyAny>>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let sample = loop {
-            if let Some(s) = py.detach(|| self.inner.try_take()).map_err(from_take)? {
-                break s;
-            }
-            let left = deadline.map_or(SIGNAL_CHECK, |d| d.saturating_duration_since(Instant::now()));
-            if left.is_zero() {
-                return Ok(None);
-            }
-            if let Some(s) = py.detach(|| self.inner.take(left.min(SIGNAL_CHECK))).map_err(from_take)? {
-                break s;
-            }
-            py.check_signals()?;
-        };
-        Ok(Some(self.ty.get().read(py, &sample.message)?.unbind()))
+        let taken = take_waiting(py, timeout, || self.inner.try_take(), |t| self.inner.take(t))?;
+        taken.map(|sample| Ok(self.ty.get().read(py, &sample.message)?.unbind())).transpose()
     }
 
     fn add_to<'a>(&'a self, waitset: &mut WaitSet<'a>) {
@@ -1010,13 +997,6 @@ struct UserClient {
     pending: Mutex<HashMap<i64, GenericPendingCall>>,
 }
 
-impl UserClient {
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<i64, GenericPendingCall>> {
-        // Each change is one insert or remove: a panic while held left the map whole.
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
 impl AnyClient for UserClient {
     fn call_async(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<i64> {
         let ty = self.types.request.get();
@@ -1030,43 +1010,19 @@ impl AnyClient for UserClient {
             })
             .map_err(from_call)?;
         let sequence = call.sequence();
-        self.pending().insert(sequence, call);
+        lock(&self.pending).insert(sequence, call);
         Ok(sequence)
     }
 
     fn take_responses(&self, py: Python<'_>, timeout: StdDuration) -> PyResult<Vec<(i64, Py<PyAny>)>> {
-        if !timeout.is_zero() {
-            // Sleeps until a reply (any client's) comes or the time is up.
-            py.detach(|| {
-                let mut waitset = WaitSet::new();
-                waitset.add_generic_client(&self.client);
-                waitset.wait(timeout)
-            })
-            .map_err(from_wait)?;
-        }
-        let replies = py.detach(|| {
-            let mut pending = self.pending();
-            let mut replies = Vec::new();
-            for (&sequence, call) in pending.iter_mut() {
-                if let Some(reply) = call.try_get()? {
-                    replies.push((sequence, reply));
-                }
-            }
-            for (sequence, _) in &replies {
-                pending.remove(sequence);
-            }
-            Ok(replies)
-        });
+        wait_for_replies(py, self, timeout)?;
+        let replies = py.detach(|| answered(&self.pending, GenericPendingCall::try_get)).map_err(from_call)?;
         let ty = self.types.response.get();
-        replies
-            .map_err(from_call)?
-            .into_iter()
-            .map(|(sequence, reply)| Ok((sequence, ty.read(py, &reply.message)?.unbind())))
-            .collect()
+        replies.into_iter().map(|(sequence, reply)| Ok((sequence, ty.read(py, &reply.message)?.unbind()))).collect()
     }
 
     fn forget(&self, sequence: i64) {
-        self.pending().remove(&sequence);
+        lock(&self.pending).remove(&sequence);
     }
 
     fn server_count(&self) -> usize {
