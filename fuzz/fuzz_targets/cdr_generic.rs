@@ -5,7 +5,8 @@
 //! The first byte picks a type (modulo their number); the rest is fed to
 //! both. They must agree on whether it decodes, and what decodes must encode
 //! to the same bytes both ways; the generic message's small fields (buffer
-//! ordinals) must make the same message again.
+//! ordinals) must make the same message again. Both read a string or
+//! sequence over its `.msg` bound, and both refuse to send it again.
 //!
 //! With `FREIGHT_FUZZ_SEED_DIR` set, the target writes the encoding of each
 //! type's default value there and exits (see `scripts/fuzz-smoke.sh`).
@@ -16,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use freight_msg::generic::{GenericMessage, MessageLayout};
 use freight_msg::message::InlineBuffers;
-use freight_msg::Message;
+use freight_msg::{EncodeError, Message};
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code, clippy::all)]
@@ -58,7 +59,18 @@ fn as_generic<M: Message>(type_name: &str, data: &[u8]) {
     let generic = GenericMessage::read(layout.clone(), data, &mut InlineBuffers);
     match (typed, generic) {
         (Ok(typed), Ok(generic)) => {
-            let bytes = typed.to_cdr().unwrap_or_else(|e| panic!("decoded {type_name} does not encode: {e}"));
+            let bytes = match typed.to_cdr() {
+                Ok(bytes) => bytes,
+                // Read as it came, refused when sent again: a string or a
+                // sequence over its bound. The layout refuses to make it too.
+                Err(EncodeError::OverBound { .. }) => {
+                    let (fields, buffers) = generic.into_parts();
+                    let made = GenericMessage::new(layout, fields, buffers);
+                    assert!(made.is_err(), "{type_name}: over a bound for the Rust type, not for the layout");
+                    return;
+                }
+                Err(e) => panic!("decoded {type_name} does not encode: {e}"),
+            };
             assert_eq!(generic.to_cdr().unwrap(), bytes, "{type_name}: the layout encodes otherwise");
             let (fields, buffers) = generic.into_parts();
             let again = GenericMessage::new(layout, fields, buffers)

@@ -84,7 +84,7 @@ fn summary(k: u32) -> String {
     )
 }
 
-/// Also a service of the package's `.srv`, loans both ways.
+/// Also a service of the package's `.srv`, loans both ways, and a bound.
 #[test]
 fn a_cpp_type_of_a_users_package_publishes_by_copy_and_by_loan_in_one_process() {
     let (exe, dir) = compile("inproc");
@@ -94,6 +94,9 @@ fn a_cpp_type_of_a_users_package_publishes_by_copy_and_by_loan_in_one_process() 
     let out = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "user_types inproc failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
     assert!(out.contains(&format!("took {}\n", summary(3))), "{out}");
+    // A string over its `.msg` bound, refused with the reason (the message
+    // says which bound; the layout has no field names).
+    assert!(out.contains("\nrefused ") && out.contains("a string<=8 holds at most 8 bytes, not 9\n"), "{out}");
     assert!(out.ends_with("inproc ok\n"), "{out}");
 }
 

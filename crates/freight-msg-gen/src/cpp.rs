@@ -9,10 +9,10 @@
 //! | `byte`, `char`, `uint8`         | `std::uint8_t`                             |
 //! | `int8` .. `uint64`              | `std::int8_t` .. `std::uint64_t`           |
 //! | `float32`, `float64`            | `float`, `double`                          |
-//! | `string`, `string<=N`           | `std::string` (the bound is not checked)   |
+//! | `string`, `string<=N`           | `std::string` (bound checked on publish)   |
 //! | a message                       | its struct                                 |
 //! | `T[N]`                          | `std::array<T, N>`                         |
-//! | `T[<=N]`                        | `std::vector<T>` (the bound is not checked)|
+//! | `T[<=N]`                        | `std::vector<T>` (bound checked on publish)|
 //! | `T[]`, `T` a number             | `freight::Buffer<T>`                       |
 //! | `T[]`, anything else            | `std::vector<T>`                           |
 //!

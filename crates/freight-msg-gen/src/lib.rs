@@ -19,10 +19,10 @@
 //! | `byte`, `char`, `uint8`             | `u8`                                   |
 //! | `int8` .. `int64`, `uint16` .. `uint64` | `i8` .. `i64`, `u16` .. `u64`      |
 //! | `float32`, `float64`                | `f32`, `f64`                           |
-//! | `string`, `string<=N`               | `String` (the bound is not checked)    |
+//! | `string`, `string<=N`               | `String` (bound checked on encode)     |
 //! | `Name`, `pkg/Name`, `Header`        | the generated struct                   |
 //! | `T[N]`                              | `[T; N]` (N > 32: `FixedArray<T, N>`, see below) |
-//! | `T[<=N]`                            | `Vec<T>` (the bound is not checked)    |
+//! | `T[<=N]`                            | `Vec<T>` (bound checked on encode)     |
 //! | `T[]`, `T` a number (not `bool`)    | `freight_msg::Buffer<T>`               |
 //! | `T[]`, anything else                | `Vec<T>`                               |
 //!
@@ -35,6 +35,11 @@
 //! because the standard library implements `Default` for arrays up to 32 only;
 //! they become a `FixedArray<T, N>` newtype (`Deref` to `[T; N]`, same wire form)
 //! emitted once in the generated file, in a hidden module `__freight_msg_gen`.
+//!
+//! Bounds (`string<=N`, in bytes of UTF-8, and `T[<=N]`) are checked when a
+//! message is encoded (the field's `where (...)` in `message!`, see
+//! `freight_msg::bounds`), as ROS 2 checks them when it serializes; a
+//! received message is not held to them.
 //!
 //! Constants become associated constants (`&'static str` for strings). Field
 //! names that are Rust keywords become raw identifiers (`r#type`); `self`,

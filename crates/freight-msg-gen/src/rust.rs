@@ -98,6 +98,25 @@ pub fn rust_definition(spec: &MsgSpec) -> String {
     format!("{ros}{{{fields}}}")
 }
 
+/// The `where (...)` of a field with `.msg` bounds, which `message!` checks
+/// on encode; empty for a field without.
+fn bounds_clause(ty: &FieldType) -> String {
+    let mut checks = Vec::new();
+    if let ArrayKind::Bounded(n) = ty.array {
+        checks.push(format!("sequence({n})"));
+    }
+    if let BaseType::String { bound: Some(n) } = ty.base {
+        checks.push(match ty.array {
+            ArrayKind::Single => format!("string({n})"),
+            _ => format!("strings({n})"),
+        });
+    }
+    if checks.is_empty() {
+        return String::new();
+    }
+    format!(" where ({})", checks.join(", "))
+}
+
 /// A field name as a Rust identifier.
 pub fn rust_ident(name: &str) -> String {
     const KEYWORDS: &[&str] = &[
@@ -180,6 +199,12 @@ pub mod __freight_msg_gen {
     impl<T, const N: usize> ::core::convert::From<[T; N]> for FixedArray<T, N> {
         fn from(a: [T; N]) -> Self {
             FixedArray(a)
+        }
+    }
+
+    impl<T, const N: usize> ::freight_msg::bounds::Items<T> for FixedArray<T, N> {
+        fn items(&self) -> &[T] {
+            &self.0
         }
     }
 
@@ -325,7 +350,8 @@ fn emit_message(out: &mut String, name: &str, spec: &MsgSpec) {
             });
             doc_lines(out, "                    ", &doc);
             let default = default.unwrap_or_default();
-            let _ = writeln!(out, "                    pub {}: {ty}{default},", rust_ident(&f.name));
+            let bounds = bounds_clause(&f.ty);
+            let _ = writeln!(out, "                    pub {}: {ty}{bounds}{default},", rust_ident(&f.name));
         }
         let _ = writeln!(out, "                }}");
     }

@@ -60,6 +60,59 @@ fn everything_round_trips_through_cdr() {
     assert_eq!(msg.buffer_count(), 4);
 }
 
+/// `string<=N` and `T[<=N]` fields: what is within the bound is sent,
+/// what exceeds it is refused naming the field, at any depth, and received
+/// as it came (a freight reader is as lenient as the bytes allow).
+#[test]
+fn bounds_are_checked_when_a_message_is_encoded() {
+    let within = Everything {
+        inner: inner(1, "eight ch"),
+        few_inners: vec![inner(1, "a"), inner(2, "b"), inner(3, "c")],
+        short_names: vec!["four".into(), "é".into()],
+        bounded: vec![1, 2, 3, 4],
+        ..Default::default()
+    };
+    let bytes = within.to_cdr().expect("within every bound");
+    let cases: [(Everything, &str); 5] = [
+        (
+            Everything { inner: inner(1, "nine char"), ..Default::default() },
+            "field `label`: a string<=8 holds at most 8 bytes, not 9",
+        ),
+        (
+            Everything { few_inners: vec![inner(0, ""); 4], ..Default::default() },
+            "field `few_inners`: a sequence [<=3] holds at most 3 elements, not 4",
+        ),
+        (
+            Everything { short_names: vec!["a".into(); 3], ..Default::default() },
+            "field `short_names`: a sequence [<=2]",
+        ),
+        (
+            Everything { short_names: vec!["ééé".into()], ..Default::default() },
+            "field `short_names`: a string<=4 holds at most 4 bytes, not 6",
+        ),
+        (
+            Everything { bounded: vec![0; 5], ..Default::default() },
+            "field `bounded`: a sequence [<=4] holds at most 4 elements, not 5",
+        ),
+    ];
+    for (msg, said) in cases {
+        let e = msg.to_cdr().expect_err(said);
+        assert!(e.to_string().starts_with(said), "{e}");
+    }
+
+    // Over its bound, as a lenient writer sends it (Inner's fields without
+    // the bound): read as it is.
+    freight_msg::message! {
+        struct LooseInner = "freight_test_msgs/msg/Inner" {
+            value: i32,
+            label: String,
+        }
+    }
+    let sent = LooseInner { value: 3, label: "nine char".into() }.to_cdr().unwrap();
+    assert_eq!(Inner::from_cdr(&sent).expect("read as it came"), inner(3, "nine char"));
+    assert!(Everything::from_cdr(&bytes).is_ok());
+}
+
 #[test]
 fn names_and_constants() {
     assert_eq!(Everything::TYPE_NAME, "freight_test_msgs/msg/Everything");

@@ -58,6 +58,10 @@ pub enum DecodeErrorKind {
     /// Bytes remain after the message.
     #[error("{0} unexpected bytes after the message")]
     TrailingBytes(usize),
+    /// A bounded string or sequence of a message being made holds more
+    /// than its bound (see [`crate::bounds`]).
+    #[error("{0}")]
+    OverBound(crate::bounds::OverBound),
 }
 
 /// Failure to encode a message.
@@ -70,6 +74,14 @@ pub enum EncodeError {
     /// A buffer field cannot be encoded here (e.g. device memory on a plain-CDR path).
     #[error("buffer field: {0}")]
     Buffer(String),
+    /// A bounded string or sequence holds more than its bound (see [`crate::bounds`]).
+    #[error("field `{field}`: {over}")]
+    OverBound {
+        /// The field.
+        field: &'static str,
+        /// What exceeds what.
+        over: crate::bounds::OverBound,
+    },
 }
 
 /// Writes CDR into a growing byte vector.

@@ -40,6 +40,7 @@
 
 use std::sync::Arc;
 
+use crate::bounds::OverBound;
 use crate::cdr::DecodeErrorKind;
 use crate::message::InlineBuffers;
 use crate::{BufferDecoder, BufferEncoder, CdrReader, CdrWriter, DecodeError, ElementInfo, EncodeError, RawBuffer};
@@ -137,8 +138,12 @@ pub enum FieldKind {
     Single(Item),
     /// A fixed number of values, no length on the wire (`T[N]`).
     Array(Item, usize),
-    /// A length, then the values (`T[]` of what is not a buffer, `T[<=N]`).
+    /// A length, then the values (`T[]` of what is not a buffer).
     Sequence(Item),
+    /// A length of at most the bound, then the values (`T[<=N]`): the bound
+    /// is checked when a message is made ([`GenericMessage::new`]), not
+    /// when one is read.
+    BoundedSequence(Item, usize),
     /// A buffer field (`T[]`, `T` a number other than `bool`): a sequence on
     /// the wire, its ordinal in a frame.
     Buffer(ElementInfo),
@@ -149,7 +154,7 @@ impl FieldKind {
         match self {
             FieldKind::Single(item) => item.min_size(),
             FieldKind::Array(item, n) => item.min_size().saturating_mul(*n),
-            FieldKind::Sequence(_) | FieldKind::Buffer(_) => 4,
+            FieldKind::Sequence(_) | FieldKind::BoundedSequence(..) | FieldKind::Buffer(_) => 4,
         }
     }
 }
@@ -161,9 +166,11 @@ pub enum Item {
     Bool,
     /// A number, copied as its bytes.
     Number(Number),
-    /// `string` or `string<=N` (the bound is not checked, as the generated
-    /// types do not check it).
+    /// `string`.
     String,
+    /// `string<=N`: its bound, in bytes, checked as a
+    /// [`FieldKind::BoundedSequence`]'s is.
+    BoundedString(usize),
     /// A nested message.
     Message(Arc<StructLayout>),
 }
@@ -174,7 +181,7 @@ impl Item {
             Item::Bool => 1,
             Item::Number(n) => n.size(),
             // A length and the terminating NUL.
-            Item::String => 5,
+            Item::String | Item::BoundedString(_) => 5,
             Item::Message(m) => m.min_size,
         }
     }
@@ -223,7 +230,7 @@ impl GenericMessage {
     pub fn new(layout: Arc<MessageLayout>, fields: Vec<u8>, buffers: Vec<RawBuffer>) -> Result<Self, DecodeError> {
         let mut r = CdrReader::new(&fields)?;
         let mut named = 0usize;
-        walk(&layout.root, &mut r, &mut Discard, &mut |r, _, element| {
+        walk(&layout.root, Bounds::Check, &mut r, &mut Discard, &mut |r, _, element| {
             let at = r.read_u32()? as usize;
             let bad = |why: String| Walk::Decode(r.error(DecodeErrorKind::Buffer(why)));
             if at != named {
@@ -257,7 +264,7 @@ impl GenericMessage {
         let mut r = CdrReader::new(bytes)?;
         let mut w = CdrWriter::with_capacity(bytes.len().min(4096));
         let mut buffers = Vec::new();
-        walk(&layout.root, &mut r, &mut w, &mut |r, w, element| {
+        walk(&layout.root, Bounds::Ignore, &mut r, &mut w, &mut |r, w, element| {
             let raw = bufs.read_buffer(r, element).map_err(Walk::Decode)?;
             let ordinal =
                 u32::try_from(buffers.len()).map_err(|_| Walk::Encode(EncodeError::TooLong(buffers.len())))?;
@@ -273,7 +280,7 @@ impl GenericMessage {
     /// Writes the message at `w`'s position, its buffer fields through `bufs`.
     pub fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
         let mut r = CdrReader::new(&self.fields).map_err(Walk::Decode).map_err(Walk::into_encode)?;
-        walk(&self.layout.root, &mut r, w, &mut |r, w, element| {
+        walk(&self.layout.root, Bounds::Ignore, &mut r, w, &mut |r, w, element| {
             // `new` and `read` checked the ordinals: each names a buffer.
             let at = r.read_u32()? as usize;
             let raw =
@@ -396,10 +403,29 @@ impl Sink for Discard {
     }
 }
 
+/// Whether a walk holds strings and sequences to their bounds: a message
+/// being made is, one being read is not (a stock ROS 2 writer would not
+/// have sent it, and a freight reader takes what a lenient one did).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bounds {
+    Check,
+    Ignore,
+}
+
+impl Bounds {
+    fn check(self, r: &CdrReader<'_>, over: Option<OverBound>) -> Result<(), Walk> {
+        match over.filter(|_| self == Bounds::Check) {
+            Some(over) => Err(Walk::Decode(r.error(DecodeErrorKind::OverBound(over)))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Reads one message of `layout` from `r` and writes it to `w`, buffer
 /// fields through `buffer`.
 fn walk<S: Sink>(
     layout: &StructLayout,
+    bounds: Bounds,
     r: &mut CdrReader<'_>,
     w: &mut S,
     buffer: &mut dyn FnMut(&mut CdrReader<'_>, &mut S, ElementInfo) -> Result<(), Walk>,
@@ -413,17 +439,20 @@ fn walk<S: Sink>(
     }
     for field in &layout.fields {
         match field {
-            FieldKind::Single(item) => walk_item(item, r, w, buffer)?,
+            FieldKind::Single(item) => walk_item(item, bounds, r, w, buffer)?,
             FieldKind::Array(item, n) => {
                 for _ in 0..*n {
-                    walk_item(item, r, w, buffer)?;
+                    walk_item(item, bounds, r, w, buffer)?;
                 }
             }
-            FieldKind::Sequence(item) => {
+            FieldKind::Sequence(item) | FieldKind::BoundedSequence(item, _) => {
                 let n = r.read_len(item.min_size())?;
+                if let FieldKind::BoundedSequence(_, bound) = field {
+                    bounds.check(r, OverBound::sequence(n, *bound))?;
+                }
                 w.len(n)?;
                 for _ in 0..n {
-                    walk_item(item, r, w, buffer)?;
+                    walk_item(item, bounds, r, w, buffer)?;
                 }
             }
             FieldKind::Buffer(element) => buffer(r, w, *element)?,
@@ -434,6 +463,7 @@ fn walk<S: Sink>(
 
 fn walk_item<S: Sink>(
     item: &Item,
+    bounds: Bounds,
     r: &mut CdrReader<'_>,
     w: &mut S,
     buffer: &mut dyn FnMut(&mut CdrReader<'_>, &mut S, ElementInfo) -> Result<(), Walk>,
@@ -445,7 +475,12 @@ fn walk_item<S: Sink>(
         Item::Number(Number::Four) => w.u32(r.read_u32()?),
         Item::Number(Number::Eight) => w.u64(r.read_u64()?),
         Item::String => w.string(&r.read_string()?)?,
-        Item::Message(m) => walk(m, r, w, buffer)?,
+        Item::BoundedString(bound) => {
+            let s = r.read_string()?;
+            bounds.check(r, OverBound::string(s.len(), *bound))?;
+            w.string(&s)?
+        }
+        Item::Message(m) => walk(m, bounds, r, w, buffer)?,
     }
     Ok(())
 }
@@ -491,6 +526,34 @@ mod tests {
             step: 3,
             data: Buffer::from(vec![1u8, 2, 3, 4, 5, 6]),
         }
+    }
+
+    /// `string<=4 name` and `uint16[<=2] ids`: a message is made only within
+    /// the bounds, one is read whatever they hold.
+    #[test]
+    fn bounds_hold_for_messages_made_not_for_messages_read() {
+        let layout = Arc::new(MessageLayout::new(
+            "my_msgs/msg/Tag",
+            7,
+            StructLayout::new(vec![
+                FieldKind::Single(Item::BoundedString(4)),
+                FieldKind::BoundedSequence(Item::Number(Number::Two), 2),
+            ]),
+        ));
+        let fields = |name: &str, ids: &[u16]| {
+            let mut w = CdrWriter::new();
+            w.write_string(name).unwrap();
+            w.write_len(ids.len()).unwrap();
+            ids.iter().for_each(|&i| w.write_u16(i));
+            w.finish()
+        };
+        assert!(GenericMessage::new(layout.clone(), fields("four", &[1, 2]), vec![]).is_ok());
+        let e = GenericMessage::new(layout.clone(), fields("fives", &[]), vec![]).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::OverBound(OverBound::String { bound: 4, len: 5 }));
+        let e = GenericMessage::new(layout.clone(), fields("", &[1, 2, 3]), vec![]).unwrap_err();
+        assert_eq!(e.to_string().split(": ").last(), Some("a sequence [<=2] holds at most 2 elements, not 3"));
+        let read = GenericMessage::read(layout, &fields("fives", &[1, 2, 3]), &mut InlineBuffers).expect("read");
+        assert_eq!(read.to_cdr().unwrap(), fields("fives", &[1, 2, 3]));
     }
 
     #[test]

@@ -43,6 +43,7 @@
 // generated code in any other crate does.
 extern crate self as freight_msg;
 
+pub mod bounds;
 pub mod buffer;
 pub mod cdr;
 pub mod fields;

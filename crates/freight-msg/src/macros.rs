@@ -8,6 +8,11 @@
 /// number, `bool`, `String`, `Vec<_>`, `[_; N]`, another message, or a
 /// [`Buffer<T>`](crate::Buffer) for large data. `= expr` after a field's type
 /// is its value in `Default` (a `.msg` file's default), else `T::default()`.
+/// `where (string(8))`, `where (sequence(4))` or `where (strings(8))` after
+/// the type declares a `.msg` bound (`string<=8`, `T[<=4]`, `string<=8[]`),
+/// checked when the message is encoded ([`bounds`](crate::bounds)). A bound
+/// is not part of [`Message::DEFINITION`](crate::Message::DEFINITION) (nor of
+/// the hash endpoints match on): it does not change what is on the wire.
 ///
 /// ```
 /// freight_msg::message! {
@@ -82,7 +87,10 @@ macro_rules! message {
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident = $ros:literal {
-            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty $(= $default:expr)? ),* $(,)?
+            $(
+                $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty
+                $(where ($($check:ident($bound:literal)),+))? $(= $default:expr)?
+            ),* $(,)?
         }
     ) => {
         $(#[$meta])*
@@ -105,7 +113,10 @@ macro_rules! message {
                 w: &mut $crate::CdrWriter,
                 bufs: &mut dyn $crate::BufferEncoder,
             ) -> ::core::result::Result<(), $crate::EncodeError> {
-                $( $crate::CdrField::write(&self.$field, w, bufs)?; )*
+                $(
+                    $($( $crate::bounds::$check(&self.$field, $bound, stringify!($field))?; )+)?
+                    $crate::CdrField::write(&self.$field, w, bufs)?;
+                )*
                 let _ = (w, bufs);
                 Ok(())
             }

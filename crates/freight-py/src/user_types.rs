@@ -10,8 +10,9 @@
 //! arrays and bounded sequences, lists for other sequences, and for buffer
 //! fields (unbounded sequences of numbers) whatever the user set, viewed in
 //! place on receipt. Values are checked when a message is converted (publish,
-//! `serialize()`), not on assignment; a bound (`string<=8`, `T[<=4]`) is
-//! checked then too, as ROS 2 refuses to serialize what exceeds one.
+//! `serialize()`), not on assignment; a bound (`string<=8` in bytes of
+//! UTF-8, `T[<=4]`) is checked then too, as ROS 2 refuses to serialize what
+//! exceeds one (the core's walk checks them again: `freight_msg::bounds`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,6 +25,7 @@ use freight::generic::{
 use freight::{
     CreateError, Node as RustNode, PublisherOptions, QoS, RequestId, ServiceOptions, SubscriptionOptions, WaitSet,
 };
+use freight_msg::bounds::OverBound;
 use freight_msg::message::InlineBuffers;
 use freight_msg::{Buffer, CdrReader, CdrWriter, ElementInfo, RawBuffer};
 use freight_msg_gen::{parse_ros2msg, rust_definition, ArrayKind, BaseType, DefaultValue, MsgSpec, Primitive, Value};
@@ -463,14 +465,20 @@ fn write_field<'py>(
         }
         ArrayKind::Bounded(_) | ArrayKind::Unbounded => {
             let items = items(value)?;
-            if let ArrayKind::Bounded(bound) = f.array {
-                if items.len() > bound {
-                    return Err(PyValueError::new_err(format!("takes at most {bound} elements, not {}", items.len())));
-                }
+            if let Some(over) = bounded_len(f.array).and_then(|b| OverBound::sequence(items.len(), b)) {
+                return Err(PyValueError::new_err(over.to_string()));
             }
             w.write_len(items.len()).map_err(|e| error(Kind::Limit, e.to_string()))?;
             items.iter().try_for_each(|item| write_one(&f.slot, item, w, buffers))
         }
+    }
+}
+
+/// The bound of a `T[<=N]` field.
+fn bounded_len(array: ArrayKind) -> Option<usize> {
+    match array {
+        ArrayKind::Bounded(n) => Some(n),
+        _ => None,
     }
 }
 
@@ -493,11 +501,8 @@ fn write_one<'py>(
         Slot::Number(p) => write_number(*p, value, w)?,
         Slot::Str(bound) => {
             let s: String = value.extract()?;
-            if let Some(bound) = bound.filter(|b| s.chars().count() > *b) {
-                return Err(PyValueError::new_err(format!(
-                    "a string<={bound} holds at most {bound} characters, not {}",
-                    s.chars().count()
-                )));
+            if let Some(over) = bound.and_then(|b| OverBound::string(s.len(), b)) {
+                return Err(PyValueError::new_err(over.to_string()));
             }
             w.write_string(&s).map_err(|e| error(Kind::Limit, e.to_string()))?;
         }

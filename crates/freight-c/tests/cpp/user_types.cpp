@@ -131,7 +131,18 @@ static int inproc() {
   server.send_response(taken->second, std::move(response));
   auto reply = pending.get(1000ms);
   EXPECT(reply->count == 2 && reply->masks.size() == 2 && reply->masks[1] == 8);
-  std::cout << "took " << summary(**got) << "\nloaned " << loaned->backend() << "\ninproc ok\n";
+  // A field over its .msg bound (string<=8 label) is refused, as ROS 2 refuses to serialize it.
+  Everything over = everything(4);
+  over.inner.label = "nine char";
+  std::string refused;
+  try {
+    pub.publish_copy(over);
+  } catch (const freight::Error &e) {
+    refused = e.what();
+  }
+  EXPECT(refused.find("a string<=8 holds at most 8 bytes, not 9") != std::string::npos);
+  std::cout << "took " << summary(**got) << "\nloaned " << loaned->backend() << "\nrefused " << refused
+            << "\ninproc ok\n";
   return 0;
 }
 

@@ -109,7 +109,8 @@ fn struct_layout(
         let item = match &f.ty.base {
             BaseType::Primitive(Primitive::Bool) => Item::Bool,
             BaseType::Primitive(p) => Item::Number(number(*p)),
-            BaseType::String { .. } => Item::String,
+            BaseType::String { bound: None } => Item::String,
+            BaseType::String { bound: Some(n) } => Item::BoundedString(*n),
             BaseType::Message { package, name } => {
                 let nested = by_name
                     .get(&format!("{package}/{name}"))
@@ -120,7 +121,8 @@ fn struct_layout(
         fields.push(match f.ty.array {
             ArrayKind::Single => FieldKind::Single(item),
             ArrayKind::Fixed(n) => FieldKind::Array(item, n),
-            ArrayKind::Bounded(_) | ArrayKind::Unbounded => FieldKind::Sequence(item),
+            ArrayKind::Bounded(n) => FieldKind::BoundedSequence(item, n),
+            ArrayKind::Unbounded => FieldKind::Sequence(item),
         });
     }
     path.pop();
@@ -151,12 +153,14 @@ mod tests {
 
     #[test]
     fn unbounded_numbers_are_buffers_and_the_rest_is_cdr() {
-        let layout = layout_from_definition("my_msgs/msg/Mix", "uint8[] a\nbool[] b\nint32[<=4] c\nfloat64[3] d\n")
-            .expect("a layout");
+        let text = "uint8[] a\nbool[] b\nint32[<=4] c\nfloat64[3] d\nstring<=8 e\nstring<=2[<=3] f\n";
+        let layout = layout_from_definition("my_msgs/msg/Mix", text).expect("a layout");
         let kinds: Vec<String> = layout.root().fields().iter().map(|f| format!("{f:?}")).collect();
         assert!(kinds[0].starts_with("Buffer"), "{kinds:?}");
         assert!(kinds[1].starts_with("Sequence(Bool"), "{kinds:?}");
-        assert!(kinds[2].starts_with("Sequence(Number"), "{kinds:?}");
+        assert!(kinds[2].starts_with("BoundedSequence(Number(Four), 4"), "{kinds:?}");
         assert!(kinds[3].starts_with("Array(Number"), "{kinds:?}");
+        assert_eq!(kinds[4], "Single(BoundedString(8))");
+        assert_eq!(kinds[5], "BoundedSequence(BoundedString(2), 3)");
     }
 }
