@@ -108,6 +108,7 @@ def test_generated_classes_hold_the_fields_defaults_and_constants_of_the_msg_fil
     assert type(m.inner) is Inner and m.inner.label == ""
     assert m.with_default == 42 and m.pair_default.tolist() == [1.5, -2.0]
     assert m.covariance.shape == (36,) and m.data.dtype == np.uint8 and m.floats.dtype == np.float32
+    assert m.bounded == [] and m.inners == [], "other sequences are lists, as in the built-in classes"
     assert m.pose.pose.orientation.w == 1.0, "the built-in Quaternion's default"
     assert (Everything.NEG, Everything.BIG, Everything.GREETING) == (-3, 2**64 - 1, "hello # not a comment")
     assert Everything.get_fields_and_field_types()["short_names"] == "string<=4[<=2]"

@@ -25,7 +25,8 @@ Example: freight msg cpp --out build/generated src/my_msgs")]
     #[command(long_about = "\
 Generate the Python classes of ROS 2 message packages (directories holding msg/*.msg and
 srv/*.srv; each directory's name is the package's) for freight's Python API: a package
-OUT/<package>/ with msg.py and, if it has services, srv.py. With OUT on sys.path (or
+OUT/<package>/ with msg.py and, if it has services, srv.py (and .pyi stubs of both, for
+editors and type checkers). With OUT on sys.path (or
 PYTHONPATH), `from my_msgs.msg import Scan` works as with rclpy. Each module carries its
 types' definitions, which freight reads at import; fields of freight's built-in types
 (std_msgs/Header, sensor_msgs/Image, ...) hold the built-in classes.

@@ -57,7 +57,7 @@ fn msg_python_writes_a_package_whose_modules_carry_the_definitions() {
     let ran = freight(&["msg", "python", "--out", &out.display().to_string(), &good]);
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     let printed = String::from_utf8_lossy(&ran.stdout);
-    for file in ["__init__.py", "msg.py", "srv.py"] {
+    for file in ["__init__.py", "msg.py", "msg.pyi", "srv.py", "srv.pyi"] {
         assert!(printed.contains(&out.join("my_msgs").join(file).display().to_string()), "{printed}");
     }
     let msg = std::fs::read_to_string(out.join("my_msgs/msg.py")).unwrap();
@@ -67,6 +67,13 @@ fn msg_python_writes_a_package_whose_modules_carry_the_definitions() {
     assert!(msg.contains("\"MSG: std_msgs/Header\\n\""), "{msg}");
     let srv = std::fs::read_to_string(out.join("my_msgs/srv.py")).unwrap();
     assert!(srv.contains("Echo = _service_class(\n    \"my_msgs/srv/Echo\",\n"), "{srv}");
+    // The stubs: Header from freight's built-in module, the service's halves by name.
+    let stub = std::fs::read_to_string(out.join("my_msgs/msg.pyi")).unwrap();
+    assert!(stub.contains("from freight.msgs import std_msgs\n"), "{stub}");
+    assert!(stub.contains("class Scan:") && stub.contains("    header: std_msgs.Header\n"), "{stub}");
+    assert!(stub.contains("    ranges: npt.NDArray[np.float32]\n"), "{stub}");
+    let stub = std::fs::read_to_string(out.join("my_msgs/srv.pyi")).unwrap();
+    assert!(stub.contains("class Echo:\n") && stub.contains("    Request: type[Echo_Request]\n"), "{stub}");
     // Only the package asked for: std_msgs comes with freight.
     assert!(!out.join("std_msgs").exists());
 

@@ -130,7 +130,7 @@ pub(crate) fn modules(packages: &Resolved, services: &Services) -> Vec<PythonMod
             PythonModule {
                 package: package.clone(),
                 source: source(package, &classes, &srvs),
-                stub: stub(package, &classes, &srvs),
+                stub: stub(package, &classes, &srvs, GENERATED, &|p| format!("from freight.msgs import {p}"), &[]),
             }
         })
         .collect()
@@ -178,7 +178,17 @@ fn source(package: &str, classes: &[&MsgSpec], services: &[&SrvSpec]) -> String 
     out
 }
 
-fn stub(package: &str, classes: &[&MsgSpec], services: &[&SrvSpec]) -> String {
+/// The type stub of `classes` and `services` of `package`, under the
+/// comment `generated`: `import` is the line that makes another package's
+/// module known by its name, `extra` more import lines.
+fn stub(
+    package: &str,
+    classes: &[&MsgSpec],
+    services: &[&SrvSpec],
+    generated: &str,
+    import: &dyn Fn(&str) -> String,
+    extra: &[String],
+) -> String {
     let messages = classes.iter().copied();
     let mut others: Vec<&str> = messages
         .clone()
@@ -190,7 +200,7 @@ fn stub(package: &str, classes: &[&MsgSpec], services: &[&SrvSpec]) -> String {
         .collect();
     others.sort_unstable();
     others.dedup();
-    let mut out = format!("# {GENERATED}\n\n");
+    let mut out = format!("# {generated}\n\n");
     let arrays = messages.clone().flat_map(|m| &m.fields).any(|f| numpy_dtype(&f.ty).is_some());
     let constants = messages.clone().any(|m| !m.constants.is_empty());
     if constants {
@@ -199,10 +209,10 @@ fn stub(package: &str, classes: &[&MsgSpec], services: &[&SrvSpec]) -> String {
     if arrays {
         out.push_str("import numpy as np\nimport numpy.typing as npt\n\n");
     }
-    for p in &others {
-        let _ = writeln!(out, "from freight.msgs import {p}");
+    for line in others.iter().map(|p| import(p)).chain(extra.iter().cloned()) {
+        let _ = writeln!(out, "{line}");
     }
-    if !others.is_empty() {
+    if !others.is_empty() || !extra.is_empty() {
         out.push('\n');
     }
     for spec in messages {
@@ -320,7 +330,7 @@ fn python_type(ty: &FieldType, own: &str) -> String {
 /// A Python package of a user's own types, as
 /// [`Builder::python_packages`](crate::Builder::python_packages) makes it:
 /// `<package>/__init__.py`, `<package>/msg.py` with a class per message,
-/// `<package>/srv.py` with a class per service.
+/// `<package>/srv.py` with a class per service, and a `.pyi` stub of each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PythonPackage {
     /// The ROS 2 package, which is the Python package's name.
@@ -348,6 +358,12 @@ pub(crate) fn user_packages(
     };
     let no_messages = BTreeMap::new();
     let no_services = BTreeMap::new();
+    // Another package's messages: freight's built-in module, or that
+    // package's generated `msg` module under the package's name.
+    let import = |p: &str| match super::BUILT_IN_PACKAGES.contains(&p) {
+        true => format!("from freight.msgs import {p}"),
+        false => format!("from {p} import msg as {p}"),
+    };
     wanted
         .iter()
         .map(|package| {
@@ -374,6 +390,8 @@ pub(crate) fn user_packages(
             let names: Vec<String> = messages.keys().map(|n| format!("{n:?}")).collect();
             let _ = writeln!(msg, "\n__all__ = [{}]", names.join(", "));
             files.push((format!("{package}/msg.py"), msg));
+            let specs: Vec<&MsgSpec> = messages.values().collect();
+            files.push((format!("{package}/msg.pyi"), stub(package, &specs, &[], GENERATED_USER, &import, &[])));
             let srvs = services.get(package).unwrap_or(&no_services);
             if !srvs.is_empty() {
                 let mut srv = format!(
@@ -392,6 +410,23 @@ pub(crate) fn user_packages(
                 let names: Vec<String> = srvs.keys().map(|n| format!("{n:?}")).collect();
                 let _ = writeln!(srv, "\n__all__ = [{}]", names.join(", "));
                 files.push((format!("{package}/srv.py"), srv));
+                let services: Vec<&SrvSpec> = srvs.values().collect();
+                let halves: Vec<&MsgSpec> = services.iter().flat_map(|s| [&s.request, &s.response]).collect();
+                // The package's own messages the halves use live in its msg module.
+                let mut own: Vec<&str> = halves
+                    .iter()
+                    .flat_map(|h| &h.fields)
+                    .filter_map(|f| match &f.ty.base {
+                        BaseType::Message { package: p, name } if p == package => Some(name.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                own.sort_unstable();
+                own.dedup();
+                let extra: Vec<String> =
+                    if own.is_empty() { vec![] } else { vec![format!("from {package}.msg import {}", own.join(", "))] };
+                let stub = stub(package, &halves, &services, GENERATED_USER, &import, &extra);
+                files.push((format!("{package}/srv.pyi"), stub));
             }
             PythonPackage { package: package.clone(), files }
         })

@@ -7,7 +7,7 @@
 //!
 //! A field's value is what the built-in classes hold (see [`crate::fields`]):
 //! numbers, `str`, nested instances, numpy arrays for numbers in fixed-size
-//! arrays and bounded sequences, lists for other sequences, and for buffer
+//! arrays, lists for other arrays and sequences, and for buffer
 //! fields (unbounded sequences of numbers) whatever the user set, viewed in
 //! place on receipt. Values are checked when a message is converted (publish,
 //! `serialize()`), not on assignment; a bound (`string<=8` in bytes of
@@ -646,8 +646,8 @@ fn read_field<'py>(
     let items = (0..count).map(|_| read_one(py, &f.slot, r, buffers)).collect::<Result<Vec<_>, _>>()?;
     let list = PyList::new(py, items)?;
     match (&f.slot, f.array) {
-        // Numbers in fixed-size arrays and bounded sequences: numpy arrays, as rclpy's.
-        (Slot::Number(p), ArrayKind::Fixed(_) | ArrayKind::Bounded(_)) => {
+        // Numbers in fixed-size arrays: numpy arrays, as rclpy's and the built-in classes'.
+        (Slot::Number(p), ArrayKind::Fixed(_)) => {
             Ok(py.import("numpy")?.call_method1("array", (list, dtype_name(*p)))?)
         }
         _ => Ok(list.into_any()),
@@ -684,14 +684,14 @@ fn read_one<'py>(
 }
 
 /// A value given to the constructor, as the field holds it: numbers of
-/// fixed-size arrays and bounded sequences copied into a numpy array (so
+/// fixed-size arrays copied into a numpy array (so
 /// that `msg.k[0] = 1.0` changes the message, as in rclpy), a buffer field's
 /// value as a numpy array of its dtype unless it is one (or a loan, or a
 /// device array), the rest as given.
 fn assigned<'py>(f: &Field, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     match (&f.slot, f.array) {
         (Slot::Buffer(b), _) => buffer_value(&value, b),
-        (Slot::Number(p), ArrayKind::Fixed(_) | ArrayKind::Bounded(_)) => {
+        (Slot::Number(p), ArrayKind::Fixed(_)) => {
             value.py().import("numpy")?.call_method1("array", (value, dtype_name(*p)))
         }
         _ => Ok(value),
@@ -738,11 +738,7 @@ fn default_value<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyAny>>
         }
         (slot, ArrayKind::Bounded(_) | ArrayKind::Unbounded) => {
             let items = given.iter().map(|v| one(slot, Some(v))).collect::<PyResult<Vec<_>>>()?;
-            let list = PyList::new(py, items)?;
-            match (slot, f.array) {
-                (Slot::Number(p), ArrayKind::Bounded(_)) => numpy()?.call_method1("array", (list, dtype_name(*p))),
-                _ => Ok(list.into_any()),
-            }
+            Ok(PyList::new(py, items)?.into_any())
         }
     }
 }
