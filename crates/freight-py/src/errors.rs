@@ -114,6 +114,8 @@ pub(crate) fn from_loan(e: LoanError) -> PyErr {
 pub(crate) fn from_publish(e: PublishError) -> PyErr {
     let kind = match e {
         PublishError::Loan(e) => return from_loan(e),
+        // A wrong value, as Python says it.
+        PublishError::OverBound { .. } => return pyo3::exceptions::PyValueError::new_err(e.to_string()),
         PublishError::QueueFull { .. } => Kind::QueueFull,
         PublishError::MetaTooLarge { .. } => Kind::Limit,
         PublishError::BufferNotFromLoan { .. } | PublishError::ForeignLoan => Kind::Loan,

@@ -315,6 +315,16 @@ pub enum PublishError {
         /// What is wrong.
         reason: String,
     },
+    /// A string or sequence of a message of a run-time type holds more than
+    /// its `.msg` bound allows, which ROS 2 refuses to serialize too (a
+    /// generated Rust type says so as [`PublishError::Encode`]).
+    #[error("a field of {type_name} exceeds its .msg bound: {over}")]
+    OverBound {
+        /// The message's type.
+        type_name: &'static str,
+        /// Which bound, and by how much.
+        over: freight_msg::bounds::OverBound,
+    },
     /// A backend could not describe a buffer for the subscribers.
     #[error(transparent)]
     Export(#[from] ExportError),

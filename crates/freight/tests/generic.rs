@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use common::Peer;
 
 use freight::generic::{
-    ElementInfo, FieldKind, GenericMessage, GenericPublisher, GenericSubscription, Item, MessageLayout, Number,
-    StructLayout,
+    layout_from_definition, ElementInfo, FieldKind, GenericMessage, GenericPublisher, GenericSubscription, Item,
+    MessageLayout, Number, StructLayout,
 };
 use freight::msgs::sensor_msgs::Image;
 use freight::msgs::std_msgs::Header;
@@ -159,6 +159,18 @@ fn generic_and_typed_endpoints_meet_in_one_process() {
     // SAFETY: never published: the fields are refused first.
     let e = generic_pub.publish(unsafe { loan.assume_init() }, no_buffer).unwrap_err();
     assert!(matches!(e, PublishError::Fields { .. }), "{e}");
+    // A string over its `.msg` bound, as ROS 2 would refuse to serialize it.
+    let tag = layout_from_definition("my_msgs/msg/Tag", "string<=4 name\n").unwrap();
+    let tag_pub = node.create_generic_publisher(&topic("tag"), Arc::new(tag), 5, PublisherOptions::default()).unwrap();
+    let loan = tag_pub.loan_buffers(&[]).unwrap();
+    let mut w = CdrWriter::new();
+    w.write_string("fives").unwrap();
+    // SAFETY: no buffers to write.
+    let e = tag_pub.publish(unsafe { loan.assume_init() }, w.finish()).unwrap_err();
+    assert!(matches!(e, PublishError::OverBound { .. }), "{e}");
+    assert!(e
+        .to_string()
+        .ends_with("my_msgs/msg/Tag exceeds its .msg bound: a string<=4 holds at most 4 bytes, not 5"));
     let other = Arc::new(MessageLayout::new("my_msgs/msg/Other", 7, StructLayout::new(vec![])));
     let mut w = CdrWriter::new();
     w.write_u8(0);

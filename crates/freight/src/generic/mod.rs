@@ -205,8 +205,7 @@ impl GenericPublisher {
         let slots = (0..lent.buffers.len())
             .map(|i| RawBuffer::loan_slot(i as u32, lent.buffers[i].block.len(), lent.kind))
             .collect();
-        let msg = GenericMessage::new(self.layout.clone(), fields, slots)
-            .map_err(|e| PublishError::Fields { type_name: self.type_name, reason: e.to_string() })?;
+        let msg = GenericMessage::new(self.layout.clone(), fields, slots).map_err(|e| unmade(self.type_name, e))?;
         let to_network = lent.route == Route::Spill || self.sender.to_network();
         send_lent(&self.sender, self.layout.hash(), &msg, lent, to_network)
     }
@@ -219,6 +218,15 @@ impl GenericPublisher {
             return Err(PublishError::Fields { type_name: self.type_name, reason });
         }
         send_copy(&self.sender, self.layout.hash(), msg)
+    }
+}
+
+/// Why a message of `type_name` could not be made from its small fields:
+/// a bound exceeded, or fields that do not follow the layout.
+pub(crate) fn unmade(type_name: &'static str, e: freight_msg::DecodeError) -> PublishError {
+    match e.kind {
+        freight_msg::cdr::DecodeErrorKind::OverBound(over) => PublishError::OverBound { type_name, over },
+        _ => PublishError::Fields { type_name, reason: e.to_string() },
     }
 }
 

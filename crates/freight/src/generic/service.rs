@@ -11,7 +11,8 @@ use freight_msg::cdr::DecodeErrorKind;
 use freight_msg::{CdrWriter, DecodeError};
 
 use super::{
-    GenericLoan, GenericLoanUninit, GenericMessage, GenericPublisher, GenericSample, GenericSubscription, MessageLayout,
+    unmade, GenericLoan, GenericLoanUninit, GenericMessage, GenericPublisher, GenericSample, GenericSubscription,
+    MessageLayout,
 };
 use crate::delivery::FullQueues;
 use crate::error::{CallError, CreateError, LoanError, PublishError, TakeError};
@@ -196,7 +197,7 @@ impl GenericServiceServer {
         of_type(response, &self.response)?;
         let fields = with_header(id, response.fields())?;
         let envelope = GenericMessage::new(self.replies.layout().clone(), fields, response.buffers().to_vec())
-            .map_err(|e| PublishError::Fields { type_name: "the response", reason: e.to_string() })?;
+            .map_err(|e| unmade("the response", e))?;
         self.replies.publish_copy(&envelope)
     }
 
@@ -246,7 +247,7 @@ impl GenericClient {
         let pending = self.inner.send(|requests, client, sequence| {
             let fields = with_header(RequestId { client, sequence }, request.fields())?;
             let envelope = GenericMessage::new(requests.layout().clone(), fields, request.buffers().to_vec())
-                .map_err(|e| PublishError::Fields { type_name: "the request", reason: e.to_string() })?;
+                .map_err(|e| unmade("the request", e))?;
             requests.publish_copy(&envelope)
         })?;
         Ok(GenericPendingCall { pending })
