@@ -143,6 +143,12 @@ impl MessageType {
     /// `obj` as a message whose buffers are copies of its values.
     fn copied(&self, obj: &Bound<'_, PyAny>) -> PyResult<GenericMessage> {
         let (w, values) = self.write(obj)?;
+        self.with_copies(w, &values)
+    }
+
+    /// The message of the small fields `w` with copies of the buffer
+    /// fields' `values` in heap memory.
+    fn with_copies(&self, w: CdrWriter, values: &[Bound<'_, PyAny>]) -> PyResult<GenericMessage> {
         let buffers = values.iter().map(|v| heap_copy(v)).collect::<PyResult<Vec<_>>>()?;
         GenericMessage::new(self.layout.clone(), w.finish(), buffers)
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.layout.type_name())))
@@ -916,10 +922,7 @@ impl MessageType {
             }
         }
         if values.len() != self.layout.fixed_buffer_count() {
-            let buffers = values.iter().map(|v| heap_copy(v)).collect::<PyResult<Vec<_>>>()?;
-            let msg = GenericMessage::new(self.layout.clone(), w.finish(), buffers)
-                .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.layout.type_name())))?;
-            return Ok(Outgoing::Copied(msg));
+            return Ok(Outgoing::Copied(self.with_copies(w, &values)?));
         }
         let loan = copy_arrays(py, &values, lend)?;
         // SAFETY: `copy_arrays` wrote every byte of every buffer.
