@@ -19,7 +19,7 @@ use freight_msg::msgs::builtin_interfaces::{Duration, Time};
 use freight_msg::msgs::sensor_msgs::{Image, PointCloud2, PointField};
 use freight_msg::msgs::std_msgs::{Header, MultiArrayDimension, MultiArrayLayout, UInt64MultiArray, UInt8MultiArray};
 use freight_msg::msgs::tensor_msgs::Tensor;
-use freight_msg::{Buffer, Message};
+use freight_msg::{Buffer, EncodeError, Message};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
@@ -143,12 +143,17 @@ where
     Ok(Buffer::from(u.arbitrary::<Vec<T>>()?))
 }
 
-/// Build mode: whatever the encoder writes, the decoder reads back.
+/// Build mode: whatever the encoder writes, the decoder reads back. A built
+/// message over a `.msg` bound (a tensor's shape of 33 dimensions) is refused.
 fn built<M: Build>(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let Ok(msg) = M::build(&mut u) else { return };
     let name = M::TYPE_NAME;
-    let bytes = msg.to_cdr().unwrap_or_else(|e| panic!("{name} does not encode: {e}"));
+    let bytes = match msg.to_cdr() {
+        Ok(bytes) => bytes,
+        Err(EncodeError::OverBound { .. }) => return,
+        Err(e) => panic!("{name} does not encode: {e}"),
+    };
     let again = M::from_cdr(&bytes).unwrap_or_else(|e| panic!("encoded {name} does not decode: {e}\n{msg:?}"));
     assert_eq!(again, msg, "{name} changed in a round trip");
     assert_eq!(again.to_cdr().unwrap(), bytes, "{name} encodes two ways");
