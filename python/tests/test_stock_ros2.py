@@ -232,31 +232,29 @@ def test_a_subscription_that_joins_after_the_publisher_gets_what_follows(peers, 
     assert sorted(received(sub, len(frames))) == list(range(5))
 
 
+# A best-effort frame is sent once, every fragment at once, and never repaired:
+# it arrives only if the reader's socket buffer holds what comes while its thread
+# wakes up. A stock reader's is the kernel's default (net.core.rmem_default,
+# 208 KiB: three 64 KB datagrams); freight's reader asks for 4 MiB. So a stock
+# reader gets 256x180 (184 kB, three datagrams) and freight's reader 640x480
+# (1.2 MB, 19 datagrams). Larger frames to a stock reader on one host are lost
+# as often from a stock writer over UDP as from freight: docs/network.md.
+BEST_EFFORT_FRAME = {"freight_to_stock": (256, 180), "stock_to_freight": (640, 480)}
+
+
 @pytest.mark.parametrize("direction", list(STACKS))
 def test_best_effort_frames_arrive_intact(peers, host, topic, direction):
     pub_stack, sub_stack = STACKS[direction]
     sub = peers.start(host, sub_stack, "sub", "image", topic, "--reliability", "best_effort")
     pub = peers.start(host, pub_stack, "pub", "image", topic, "--reliability", "best_effort")
-    both_matched(pub, sub)
-    # Best effort may lose frames; whatever arrives is whole and right. A
-    # 1.2 MB frame is 19 datagrams sent at once, and a stock reader's socket
-    # buffer (the kernel's default, ~208 kB) holds three, and Cyclone sends a
-    # best-effort sample whole, unpaced: when the reader's thread is late (CI,
-    # loaded) every frame of a round can be lost (0 of 10 once). So frames go
-    # on in rounds of ten until one arrives, as a camera's would.
-    deadline = time.monotonic() + ARRIVE
-    got = {}
-    k = 0
-    while not got:
-        assert time.monotonic() < deadline, f"no best-effort frame arrived in {ARRIVE} s{sub.transcript()}"
-        send_images(pub, [(k + j, 640, 480) for j in range(10)], rate=10.0)
-        k += 10
-        try:
-            got = received(sub, 1, timeout=1.0)
-        except AssertionError as e:
-            if "no 'GOT' line" not in str(e):
-                raise
-    assert all(v == (640, 480, 640 * 480 * 4) for v in got.values())
+    both_matched(pub, sub, pub_stack)
+    width, height = BEST_EFFORT_FRAME[direction]
+    send_images(pub, [(k, width, height) for k in range(20)], rate=10.0)
+    got = everything_received(sub, quiet=3.0)
+    # Measured, 50 of 50 both ways on an idle machine; best effort may still
+    # lose a frame to a reader that is late by a whole frame period.
+    assert len(got) >= 15, f"{len(got)} of 20 best-effort frames arrived: {sorted(got)}{sub.transcript()}"
+    assert all(v == (width, height, width * height * 4) for v in got.values()), got
 
 
 @pytest.mark.parametrize("direction", list(STACKS))
