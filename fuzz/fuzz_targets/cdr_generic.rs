@@ -6,7 +6,8 @@
 //! both. They must agree on whether it decodes, and what decodes must encode
 //! to the same bytes both ways; the generic message's small fields (buffer
 //! ordinals) must make the same message again. Both read a string or
-//! sequence over its `.msg` bound, and both refuse to send it again.
+//! sequence over its `.msg` bound, and both refuse to send it again, naming
+//! the same field.
 //!
 //! With `FREIGHT_FUZZ_SEED_DIR` set, the target writes the encoding of each
 //! type's default value there and exits (see `scripts/fuzz-smoke.sh`).
@@ -17,7 +18,8 @@ use std::sync::{Arc, OnceLock};
 
 use freight_msg::generic::{GenericMessage, MessageLayout};
 use freight_msg::message::InlineBuffers;
-use freight_msg::{EncodeError, Message};
+use freight_msg::cdr::DecodeErrorKind;
+use freight_msg::{DecodeError, EncodeError, Message};
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code, clippy::all)]
@@ -62,11 +64,19 @@ fn as_generic<M: Message>(type_name: &str, data: &[u8]) {
             let bytes = match typed.to_cdr() {
                 Ok(bytes) => bytes,
                 // Read as it came, refused when sent again: a string or a
-                // sequence over its bound. The layout refuses to make it too.
-                Err(EncodeError::OverBound { .. }) => {
+                // sequence over its bound. The layout refuses to make it too,
+                // for the same field (both check in wire order): the Rust
+                // type names it, the layout gives its path (`inner.label`,
+                // `names[1]`).
+                Err(EncodeError::OverBound { field, .. }) => {
                     let (fields, buffers) = generic.into_parts();
-                    let made = GenericMessage::new(layout, fields, buffers);
-                    assert!(made.is_err(), "{type_name}: over a bound for the Rust type, not for the layout");
+                    let path = match GenericMessage::new(layout, fields, buffers) {
+                        Err(DecodeError { kind: DecodeErrorKind::OverBound { field, .. }, .. }) => field,
+                        made => panic!("{type_name}: `{field}` over a bound for the Rust type, not for the layout: {made:?}"),
+                    };
+                    let last = path.rsplit('.').next().unwrap_or(&path);
+                    let name = last.split('[').next().unwrap_or(last);
+                    assert_eq!(name, field, "{type_name}: the layout names `{path}` over a bound, the Rust type `{field}`");
                     return;
                 }
                 Err(e) => panic!("decoded {type_name} does not encode: {e}"),

@@ -18,6 +18,7 @@ use freight::generic::{
     GenericServiceServer, GenericSubscription, MessageLayout,
 };
 use freight::{Node, PublisherOptions, QoS, RequestId, ServiceOptions, SubscriptionOptions, WaitSet};
+use freight_msg::cdr::DecodeErrorKind;
 use freight_msg::{BackendKind, BufferStorage, RawBuffer};
 
 use crate::error::{Failure, Status};
@@ -230,7 +231,7 @@ impl AnyServer for GenericServiceServer {
 
     fn send_response(&self, id: RequestId, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure> {
         lend_to_copy(buffers, |raws| {
-            let response = GenericMessage::new(self.response_layout().clone(), fields.to_vec(), raws)?;
+            let response = made(self.response_layout(), fields, raws)?;
             Ok(GenericServiceServer::send_response(self, id, &response)?)
         })
     }
@@ -252,7 +253,7 @@ impl AnyServer for GenericServiceServer {
 impl AnyClient for GenericClient {
     fn call_async(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<Box<dyn AnyPendingCall>, Failure> {
         lend_to_copy(buffers, |raws| {
-            let request = GenericMessage::new(self.request_layout().clone(), fields.to_vec(), raws)?;
+            let request = made(self.request_layout(), fields, raws)?;
             Ok(Box::new(GenericClient::call_async(self, &request)?) as Box<dyn AnyPendingCall>)
         })
     }
@@ -284,7 +285,7 @@ impl AnyPendingCall for GenericPendingCall {
 impl AnyPublisher for GenericPublisher {
     fn publish_copy(&self, fields: &[u8], buffers: &[&[u8]]) -> Result<(), Failure> {
         lend_to_copy(buffers, |raws| {
-            let msg = GenericMessage::new(self.layout().clone(), fields.to_vec(), raws)?;
+            let msg = made(self.layout(), fields, raws)?;
             Ok(GenericPublisher::publish_copy(self, &msg)?)
         })
     }
@@ -355,6 +356,18 @@ fn sample_buffer(buf: &RawBuffer) -> FreightSampleBuffer {
         len: buf.len_bytes(),
         device: buf.device_view().map_or(0, |v| v.ptr),
     }
+}
+
+/// The message of `layout` a C caller gives as small fields and buffers. One
+/// over a `.msg` bound fails to publish, as a Rust publisher's does (the
+/// fields are well formed; ROS 2 would refuse to send them too).
+fn made(layout: &Arc<MessageLayout>, fields: &[u8], buffers: Vec<RawBuffer>) -> Result<GenericMessage, Failure> {
+    GenericMessage::new(layout.clone(), fields.to_vec(), buffers).map_err(|e| match e.kind {
+        DecodeErrorKind::OverBound { .. } => {
+            Failure::new(Status::Publish, format!("{}: {}", layout.type_name(), e.kind))
+        }
+        _ => e.into(),
+    })
 }
 
 /// Runs `publish_copy` with the caller's `buffers` as buffers that view

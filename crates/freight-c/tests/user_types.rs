@@ -94,9 +94,10 @@ fn a_cpp_type_of_a_users_package_publishes_by_copy_and_by_loan_in_one_process() 
     let out = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "user_types inproc failed:\n{out}{}", String::from_utf8_lossy(&ran.stderr));
     assert!(out.contains(&format!("took {}\n", summary(3))), "{out}");
-    // A string over its `.msg` bound, refused with the reason (the message
-    // says which bound; the layout has no field names).
-    assert!(out.contains("\nrefused ") && out.contains("a string<=8 holds at most 8 bytes, not 9\n"), "{out}");
+    // A string over its `.msg` bound, refused with its path and the reason.
+    let refused = "\nrefused FREIGHT_ERROR_PUBLISH: freight_test_msgs/msg/Everything: field `inner.label`: \
+                   a string<=8 holds at most 8 bytes, not 9\n";
+    assert!(out.contains(refused), "{out}");
     assert!(out.ends_with("inproc ok\n"), "{out}");
 }
 

@@ -60,8 +60,13 @@ pub enum DecodeErrorKind {
     TrailingBytes(usize),
     /// A bounded string or sequence of a message being made holds more
     /// than its bound (see [`crate::bounds`]).
-    #[error("{0}")]
-    OverBound(crate::bounds::OverBound),
+    #[error("field `{field}`: {over}")]
+    OverBound {
+        /// Its path in the message: `label`, `inner.label`, `tags[2]`.
+        field: String,
+        /// What exceeds what.
+        over: crate::bounds::OverBound,
+    },
 }
 
 /// Failure to encode a message.

@@ -26,8 +26,8 @@
 //!     "my_msgs/msg/Blob",
 //!     0x1234,
 //!     StructLayout::new(vec![
-//!         FieldKind::Single(Item::Number(Number::Four)),
-//!         FieldKind::Buffer(ElementInfo::of::<u8>()),
+//!         ("id".into(), FieldKind::Single(Item::Number(Number::Four))),
+//!         ("data".into(), FieldKind::Buffer(ElementInfo::of::<u8>())),
 //!     ]),
 //! ));
 //! let mut fields = CdrWriter::new();
@@ -61,12 +61,13 @@ impl MessageLayout {
         MessageLayout { type_name: type_name.into(), hash, root: Arc::new(root) }
     }
 
-    /// The same type with `before` written ahead of its fields: what a
-    /// service carries, a request header and then the message, under the
-    /// message's name and hash.
-    pub fn prefixed(&self, before: Vec<FieldKind>) -> MessageLayout {
+    /// The same type with the fields `before` written ahead of its own:
+    /// what a service carries, a request header and then the message, under
+    /// the message's name and hash. The message is a field without a name,
+    /// so an error names its fields as the message's own.
+    pub fn prefixed(&self, before: Vec<(String, FieldKind)>) -> MessageLayout {
         let mut fields = before;
-        fields.push(FieldKind::Single(Item::Message(self.root.clone())));
+        fields.push((String::new(), FieldKind::Single(Item::Message(self.root.clone()))));
         MessageLayout { type_name: self.type_name.clone(), hash: self.hash, root: Arc::new(StructLayout::new(fields)) }
     }
 
@@ -103,15 +104,18 @@ impl MessageLayout {
 #[derive(Debug)]
 pub struct StructLayout {
     fields: Vec<FieldKind>,
+    /// The fields' names, which errors give.
+    names: Vec<String>,
     /// The fewest bytes one value occupies: bounds sequence lengths.
     min_size: usize,
     fixed_buffers: usize,
 }
 
 impl StructLayout {
-    /// A message of `fields`. One without fields is written as CDR writes an
-    /// empty structure: one zero byte.
-    pub fn new(fields: Vec<FieldKind>) -> StructLayout {
+    /// A message of `fields`, each with its name. One without fields is
+    /// written as CDR writes an empty structure: one zero byte.
+    pub fn new(named: Vec<(String, FieldKind)>) -> StructLayout {
+        let (names, fields): (Vec<String>, Vec<FieldKind>) = named.into_iter().unzip();
         let min_size =
             if fields.is_empty() { 1 } else { fields.iter().fold(0usize, |sum, f| sum.saturating_add(f.min_size())) };
         let fixed_buffers = fields.iter().fold(0usize, |sum, f| {
@@ -122,7 +126,7 @@ impl StructLayout {
                 _ => 0,
             })
         });
-        StructLayout { fields, min_size, fixed_buffers }
+        StructLayout { fields, names, min_size, fixed_buffers }
     }
 
     /// The fields.
@@ -225,12 +229,29 @@ impl GenericMessage {
     /// The message whose small fields are `fields` (CDR with its encapsulation
     /// header, buffer fields as ordinals 0, 1, … in order) and whose buffers
     /// are `buffers`. Fails when `fields` does not follow the layout, names
-    /// buffers out of order or ones not given, or leaves some unnamed, or a
-    /// buffer is not a whole number of its elements.
+    /// buffers out of order or ones not given, or leaves some unnamed, when a
+    /// buffer is not a whole number of its elements, or when a string or
+    /// sequence is over its `.msg` bound ([`DecodeErrorKind::OverBound`]).
     pub fn new(layout: Arc<MessageLayout>, fields: Vec<u8>, buffers: Vec<RawBuffer>) -> Result<Self, DecodeError> {
+        Self::made(layout, fields, buffers, Bounds::Check)
+    }
+
+    /// As [`new`](Self::new), for a message that arrived in parts (a service
+    /// request without its header): it is not held to its bounds, as no
+    /// received message is.
+    pub fn received(layout: Arc<MessageLayout>, fields: Vec<u8>, buffers: Vec<RawBuffer>) -> Result<Self, DecodeError> {
+        Self::made(layout, fields, buffers, Bounds::Ignore)
+    }
+
+    fn made(
+        layout: Arc<MessageLayout>,
+        fields: Vec<u8>,
+        buffers: Vec<RawBuffer>,
+        bounds: Bounds,
+    ) -> Result<Self, DecodeError> {
         let mut r = CdrReader::new(&fields)?;
         let mut named = 0usize;
-        walk(&layout.root, Bounds::Check, &mut r, &mut Discard, &mut |r, _, element| {
+        walk(&layout.root, bounds, &mut r, &mut Discard, &mut |r, _, element| {
             let at = r.read_u32()? as usize;
             let bad = |why: String| Walk::Decode(r.error(DecodeErrorKind::Buffer(why)));
             if at != named {
@@ -339,6 +360,24 @@ impl From<EncodeError> for Walk {
 }
 
 impl Walk {
+    /// A bound exceeded inside `segment` (a field, or an element of one):
+    /// the path grows at its front on the way out (`label`, then
+    /// `inner.label`, then `inners[2].label`).
+    fn within(self, segment: impl FnOnce() -> String) -> Walk {
+        match self {
+            Walk::Decode(DecodeError { offset, kind: DecodeErrorKind::OverBound { field, over } }) => {
+                let segment = segment();
+                let field = match (segment.is_empty(), field.is_empty()) {
+                    (true, _) => field,
+                    (false, true) => segment,
+                    (false, false) => format!("{segment}.{field}"),
+                };
+                Walk::Decode(DecodeError { offset, kind: DecodeErrorKind::OverBound { field, over } })
+            }
+            other => other,
+        }
+    }
+
     fn into_decode(self) -> DecodeError {
         match self {
             Walk::Decode(e) => e,
@@ -415,7 +454,7 @@ enum Bounds {
 impl Bounds {
     fn check(self, r: &CdrReader<'_>, over: Option<OverBound>) -> Result<(), Walk> {
         match over.filter(|_| self == Bounds::Check) {
-            Some(over) => Err(Walk::Decode(r.error(DecodeErrorKind::OverBound(over)))),
+            Some(over) => Err(Walk::Decode(r.error(DecodeErrorKind::OverBound { field: String::new(), over }))),
             None => Ok(()),
         }
     }
@@ -437,22 +476,23 @@ fn walk<S: Sink>(
         w.u8(0);
         return Ok(());
     }
-    for field in &layout.fields {
+    for (field, name) in layout.fields.iter().zip(&layout.names) {
+        let element = |i: usize| move || format!("{name}[{i}]");
         match field {
-            FieldKind::Single(item) => walk_item(item, bounds, r, w, buffer)?,
+            FieldKind::Single(item) => walk_item(item, bounds, r, w, buffer).map_err(|e| e.within(|| name.clone()))?,
             FieldKind::Array(item, n) => {
-                for _ in 0..*n {
-                    walk_item(item, bounds, r, w, buffer)?;
+                for i in 0..*n {
+                    walk_item(item, bounds, r, w, buffer).map_err(|e| e.within(element(i)))?;
                 }
             }
             FieldKind::Sequence(item) | FieldKind::BoundedSequence(item, _) => {
                 let n = r.read_len(item.min_size())?;
                 if let FieldKind::BoundedSequence(_, bound) = field {
-                    bounds.check(r, OverBound::sequence(n, *bound))?;
+                    bounds.check(r, OverBound::sequence(n, *bound)).map_err(|e| e.within(|| name.clone()))?;
                 }
                 w.len(n)?;
-                for _ in 0..n {
-                    walk_item(item, bounds, r, w, buffer)?;
+                for i in 0..n {
+                    walk_item(item, bounds, r, w, buffer).map_err(|e| e.within(element(i)))?;
                 }
             }
             FieldKind::Buffer(element) => buffer(r, w, *element)?,
@@ -494,24 +534,23 @@ mod tests {
 
     /// `sensor_msgs/msg/Image`, by hand, as the C ABI builds it from the `.msg` text.
     fn image_layout() -> Arc<MessageLayout> {
-        let time = Arc::new(StructLayout::new(vec![
-            FieldKind::Single(Item::Number(Number::Four)),
-            FieldKind::Single(Item::Number(Number::Four)),
-        ]));
-        let header =
-            Arc::new(StructLayout::new(vec![FieldKind::Single(Item::Message(time)), FieldKind::Single(Item::String)]));
         let four = || FieldKind::Single(Item::Number(Number::Four));
+        let time = Arc::new(StructLayout::new(vec![("sec".into(), four()), ("nanosec".into(), four())]));
+        let header = Arc::new(StructLayout::new(vec![
+            ("stamp".into(), FieldKind::Single(Item::Message(time))),
+            ("frame_id".into(), FieldKind::Single(Item::String)),
+        ]));
         Arc::new(MessageLayout::new(
             Image::TYPE_NAME,
             Image::TYPE_HASH,
             StructLayout::new(vec![
-                FieldKind::Single(Item::Message(header)),
-                four(),
-                four(),
-                FieldKind::Single(Item::String),
-                FieldKind::Single(Item::Number(Number::One)),
-                four(),
-                FieldKind::Buffer(ElementInfo::of::<u8>()),
+                ("header".into(), FieldKind::Single(Item::Message(header))),
+                ("height".into(), four()),
+                ("width".into(), four()),
+                ("encoding".into(), FieldKind::Single(Item::String)),
+                ("is_bigendian".into(), FieldKind::Single(Item::Number(Number::One))),
+                ("step".into(), four()),
+                ("data".into(), FieldKind::Buffer(ElementInfo::of::<u8>())),
             ]),
         ))
     }
@@ -536,8 +575,8 @@ mod tests {
             "my_msgs/msg/Tag",
             7,
             StructLayout::new(vec![
-                FieldKind::Single(Item::BoundedString(4)),
-                FieldKind::BoundedSequence(Item::Number(Number::Two), 2),
+                ("name".into(), FieldKind::Single(Item::BoundedString(4))),
+                ("ids".into(), FieldKind::BoundedSequence(Item::Number(Number::Two), 2)),
             ]),
         ));
         let fields = |name: &str, ids: &[u16]| {
@@ -549,11 +588,64 @@ mod tests {
         };
         assert!(GenericMessage::new(layout.clone(), fields("four", &[1, 2]), vec![]).is_ok());
         let e = GenericMessage::new(layout.clone(), fields("fives", &[]), vec![]).unwrap_err();
-        assert_eq!(e.kind, DecodeErrorKind::OverBound(OverBound::String { bound: 4, len: 5 }));
+        let over = OverBound::String { bound: 4, len: 5 };
+        assert_eq!(e.kind, DecodeErrorKind::OverBound { field: "name".into(), over });
         let e = GenericMessage::new(layout.clone(), fields("", &[1, 2, 3]), vec![]).unwrap_err();
-        assert_eq!(e.to_string().split(": ").last(), Some("a sequence [<=2] holds at most 2 elements, not 3"));
+        assert!(e.to_string().ends_with("field `ids`: a sequence [<=2] holds at most 2 elements, not 3"), "{e}");
+        let received = GenericMessage::received(layout.clone(), fields("fives", &[1, 2, 3]), vec![]).expect("taken");
+        assert_eq!(received.to_cdr().unwrap(), fields("fives", &[1, 2, 3]));
         let read = GenericMessage::read(layout, &fields("fives", &[1, 2, 3]), &mut InlineBuffers).expect("read");
         assert_eq!(read.to_cdr().unwrap(), fields("fives", &[1, 2, 3]));
+    }
+
+    /// An error names the field over its bound by its path from the message:
+    /// through nested messages, array and sequence elements, and a service's
+    /// request header, which adds no name of its own.
+    #[test]
+    fn a_bound_exceeded_is_named_by_its_path() {
+        let label = Arc::new(StructLayout::new(vec![("text".into(), FieldKind::Single(Item::BoundedString(2)))]));
+        let layout = MessageLayout::new(
+            "my_msgs/msg/Labels",
+            9,
+            StructLayout::new(vec![
+                ("first".into(), FieldKind::Single(Item::Message(label.clone()))),
+                ("pair".into(), FieldKind::Array(Item::Message(label.clone()), 2)),
+                ("more".into(), FieldKind::Sequence(Item::Message(label))),
+                ("names".into(), FieldKind::Sequence(Item::BoundedString(1))),
+            ]),
+        );
+        // Each string is "ok" (within its bound) but the one at `over`.
+        let fields = |over: usize, header: bool| {
+            let mut w = CdrWriter::new();
+            if header {
+                w.write_u64(1);
+                w.write_u64(2);
+            }
+            let mut k = 0;
+            let mut text = |w: &mut CdrWriter, fits: &str| {
+                w.write_string(if k == over { "long" } else { fits }).unwrap();
+                k += 1;
+            };
+            (0..3).for_each(|_| text(&mut w, "ok"));
+            w.write_len(2).unwrap();
+            (0..2).for_each(|_| text(&mut w, "ok"));
+            w.write_len(2).unwrap();
+            (0..2).for_each(|_| text(&mut w, "k"));
+            w.finish()
+        };
+        let u64_field = || FieldKind::Single(Item::Number(Number::Eight));
+        let enveloped =
+            Arc::new(layout.prefixed(vec![("client".into(), u64_field()), ("sequence".into(), u64_field())]));
+        let layout = Arc::new(layout);
+        let paths =
+            ["first.text", "pair[0].text", "pair[1].text", "more[0].text", "more[1].text", "names[0]", "names[1]"];
+        for (k, path) in paths.into_iter().enumerate() {
+            for (layout, header) in [(&layout, false), (&enveloped, true)] {
+                let e = GenericMessage::new(layout.clone(), fields(k, header), vec![]).unwrap_err();
+                assert!(matches!(&e.kind, DecodeErrorKind::OverBound { field, .. } if field == path), "{k}: {e}");
+            }
+        }
+        assert!(GenericMessage::new(layout, fields(usize::MAX, false), vec![]).is_ok());
     }
 
     #[test]

@@ -318,10 +318,12 @@ pub enum PublishError {
     /// A string or sequence of a message of a run-time type holds more than
     /// its `.msg` bound allows, which ROS 2 refuses to serialize too (a
     /// generated Rust type says so as [`PublishError::Encode`]).
-    #[error("a field of {type_name} exceeds its .msg bound: {over}")]
+    #[error("{type_name}: field `{field}`: {over}")]
     OverBound {
         /// The message's type.
         type_name: &'static str,
+        /// The field's path in the message (`inner.label`, `tags[2]`).
+        field: String,
         /// Which bound, and by how much.
         over: freight_msg::bounds::OverBound,
     },

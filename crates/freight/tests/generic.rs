@@ -38,20 +38,22 @@ const MARK: &str = "#gen# ";
 /// `sensor_msgs/msg/Image` as a layout, as the C ABI builds it from the `.msg` text.
 fn image_layout() -> Arc<MessageLayout> {
     let four = || FieldKind::Single(Item::Number(Number::Four));
-    let time = Arc::new(StructLayout::new(vec![four(), four()]));
-    let header =
-        Arc::new(StructLayout::new(vec![FieldKind::Single(Item::Message(time)), FieldKind::Single(Item::String)]));
+    let time = Arc::new(StructLayout::new(vec![("sec".into(), four()), ("nanosec".into(), four())]));
+    let header = Arc::new(StructLayout::new(vec![
+        ("stamp".into(), FieldKind::Single(Item::Message(time))),
+        ("frame_id".into(), FieldKind::Single(Item::String)),
+    ]));
     Arc::new(MessageLayout::new(
         Image::TYPE_NAME,
         Image::TYPE_HASH,
         StructLayout::new(vec![
-            FieldKind::Single(Item::Message(header)),
-            four(),
-            four(),
-            FieldKind::Single(Item::String),
-            FieldKind::Single(Item::Number(Number::One)),
-            four(),
-            FieldKind::Buffer(ElementInfo::of::<u8>()),
+            ("header".into(), FieldKind::Single(Item::Message(header))),
+            ("height".into(), four()),
+            ("width".into(), four()),
+            ("encoding".into(), FieldKind::Single(Item::String)),
+            ("is_bigendian".into(), FieldKind::Single(Item::Number(Number::One))),
+            ("step".into(), four()),
+            ("data".into(), FieldKind::Buffer(ElementInfo::of::<u8>())),
         ]),
     ))
 }
@@ -168,9 +170,7 @@ fn generic_and_typed_endpoints_meet_in_one_process() {
     // SAFETY: no buffers to write.
     let e = tag_pub.publish(unsafe { loan.assume_init() }, w.finish()).unwrap_err();
     assert!(matches!(e, PublishError::OverBound { .. }), "{e}");
-    assert!(e
-        .to_string()
-        .ends_with("my_msgs/msg/Tag exceeds its .msg bound: a string<=4 holds at most 4 bytes, not 5"));
+    assert!(e.to_string().ends_with("my_msgs/msg/Tag: field `name`: a string<=4 holds at most 4 bytes, not 5"));
     let other = Arc::new(MessageLayout::new("my_msgs/msg/Other", 7, StructLayout::new(vec![])));
     let mut w = CdrWriter::new();
     w.write_u8(0);
@@ -227,12 +227,19 @@ fn sum(request: Sample<SumRequest>) -> SumResponse {
 fn sum_layouts() -> (Arc<MessageLayout>, Arc<MessageLayout>) {
     let eight = || FieldKind::Single(Item::Number(Number::Eight));
     let bytes = || FieldKind::Buffer(ElementInfo::of::<u8>());
-    let request =
-        MessageLayout::new(SumRequest::TYPE_NAME, SumRequest::TYPE_HASH, StructLayout::new(vec![eight(), bytes()]));
+    let request = MessageLayout::new(
+        SumRequest::TYPE_NAME,
+        SumRequest::TYPE_HASH,
+        StructLayout::new(vec![("salt".into(), eight()), ("data".into(), bytes())]),
+    );
     let response = MessageLayout::new(
         SumResponse::TYPE_NAME,
         SumResponse::TYPE_HASH,
-        StructLayout::new(vec![eight(), FieldKind::Single(Item::String), bytes()]),
+        StructLayout::new(vec![
+            ("sum".into(), eight()),
+            ("word".into(), FieldKind::Single(Item::String)),
+            ("reversed".into(), bytes()),
+        ]),
     );
     (Arc::new(request), Arc::new(response))
 }

@@ -103,7 +103,7 @@ fn struct_layout(
     let mut fields = Vec::with_capacity(spec.fields.len());
     for f in &spec.fields {
         if let (true, BaseType::Primitive(p)) = (is_buffer_field(&f.ty), &f.ty.base) {
-            fields.push(FieldKind::Buffer(buffer_element(*p)));
+            fields.push((f.name.clone(), FieldKind::Buffer(buffer_element(*p))));
             continue;
         }
         let item = match &f.ty.base {
@@ -118,12 +118,13 @@ fn struct_layout(
                 Item::Message(Arc::new(struct_layout(nested, by_name, path)?))
             }
         };
-        fields.push(match f.ty.array {
+        let kind = match f.ty.array {
             ArrayKind::Single => FieldKind::Single(item),
             ArrayKind::Fixed(n) => FieldKind::Array(item, n),
             ArrayKind::Bounded(n) => FieldKind::BoundedSequence(item, n),
             ArrayKind::Unbounded => FieldKind::Sequence(item),
-        });
+        };
+        fields.push((f.name.clone(), kind));
     }
     path.pop();
     Ok(StructLayout::new(fields))

@@ -23,8 +23,8 @@
 //!     "my_msgs/msg/Scan",
 //!     0x5ca9,
 //!     StructLayout::new(vec![
-//!         FieldKind::Single(Item::Number(Number::Four)),
-//!         FieldKind::Buffer(ElementInfo::of::<f32>()),
+//!         ("id".into(), FieldKind::Single(Item::Number(Number::Four))),
+//!         ("ranges".into(), FieldKind::Buffer(ElementInfo::of::<f32>())),
 //!     ]),
 //! ));
 //! let node = Context::new()?.create_node("lidar")?;
@@ -225,7 +225,9 @@ impl GenericPublisher {
 /// a bound exceeded, or fields that do not follow the layout.
 pub(crate) fn unmade(type_name: &'static str, e: freight_msg::DecodeError) -> PublishError {
     match e.kind {
-        freight_msg::cdr::DecodeErrorKind::OverBound(over) => PublishError::OverBound { type_name, over },
+        freight_msg::cdr::DecodeErrorKind::OverBound { field, over } => {
+            PublishError::OverBound { type_name, field, over }
+        }
         _ => PublishError::Fields { type_name, reason: e.to_string() },
     }
 }

@@ -31,7 +31,7 @@ const ENCAPSULATION: usize = 4;
 fn enveloped(layout: &MessageLayout) -> Arc<MessageLayout> {
     use super::{FieldKind, Item, Number};
     let u64_field = || FieldKind::Single(Item::Number(Number::Eight));
-    Arc::new(layout.prefixed(vec![u64_field(), u64_field()]))
+    Arc::new(layout.prefixed(vec![("client_id".into(), u64_field()), ("sequence_number".into(), u64_field())]))
 }
 
 /// `message`'s small fields with `id` written before them.
@@ -70,7 +70,7 @@ fn without_header(layout: &Arc<MessageLayout>, sample: GenericSample) -> Result<
     };
     let mut body = fields[..ENCAPSULATION].to_vec();
     body.extend_from_slice(&fields[ENCAPSULATION + HEADER..]);
-    let message = GenericMessage::new(layout.clone(), body, buffers).map_err(TakeError::MalformedCdr)?;
+    let message = GenericMessage::received(layout.clone(), body, buffers).map_err(TakeError::MalformedCdr)?;
     let id = RequestId { client, sequence: sequence as i64 };
     Ok((id, GenericSample { message, info: sample.info }))
 }
