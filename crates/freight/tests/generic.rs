@@ -35,27 +35,18 @@ const TOPIC: &str = "FREIGHT_GENERIC_TOPIC";
 const DOMAIN: &str = "FREIGHT_GENERIC_DOMAIN";
 const MARK: &str = "#gen# ";
 
-/// `sensor_msgs/msg/Image` as a layout, as the C ABI builds it from the `.msg` text.
+/// `sensor_msgs/msg/Image` as a layout, from its `ros2msg` text as a C++ or
+/// Python user's build step gives it: the generated Rust type's hash.
 fn image_layout() -> Arc<MessageLayout> {
-    let four = || FieldKind::Single(Item::Number(Number::Four));
-    let time = Arc::new(StructLayout::new(vec![("sec".into(), four()), ("nanosec".into(), four())]));
-    let header = Arc::new(StructLayout::new(vec![
-        ("stamp".into(), FieldKind::Single(Item::Message(time))),
-        ("frame_id".into(), FieldKind::Single(Item::String)),
-    ]));
-    Arc::new(MessageLayout::new(
-        Image::TYPE_NAME,
-        Image::TYPE_HASH,
-        StructLayout::new(vec![
-            ("header".into(), FieldKind::Single(Item::Message(header))),
-            ("height".into(), four()),
-            ("width".into(), four()),
-            ("encoding".into(), FieldKind::Single(Item::String)),
-            ("is_bigendian".into(), FieldKind::Single(Item::Number(Number::One))),
-            ("step".into(), four()),
-            ("data".into(), FieldKind::Buffer(ElementInfo::of::<u8>())),
-        ]),
-    ))
+    let definition = "std_msgs/Header header\nuint32 height\nuint32 width\nstring encoding\nuint8 is_bigendian\n\
+                      uint32 step\nuint8[] data\n\
+                      ================================================================================\n\
+                      MSG: std_msgs/Header\nbuiltin_interfaces/Time stamp\nstring frame_id\n\
+                      ================================================================================\n\
+                      MSG: builtin_interfaces/Time\nint32 sec\nuint32 nanosec\n";
+    let layout = layout_from_definition(Image::TYPE_NAME, definition).unwrap();
+    assert_eq!(layout.hash(), Image::TYPE_HASH);
+    Arc::new(layout)
 }
 
 fn image(n: u32, len: usize) -> Image {
