@@ -144,25 +144,52 @@ def test_cdr_is_the_built_in_types_and_round_trips(user_msgs):
         user_msgs.msg.Everything.deserialize(everything.serialize()[:100])
 
 
-def test_a_publish_refuses_values_the_types_and_bounds_do_not_allow(user_msgs, node, topic):
+def test_values_the_types_and_bounds_do_not_allow_are_refused_where_they_are_set(user_msgs, node, topic):
     Everything, Inner = user_msgs.msg.Everything, user_msgs.msg.Inner
     pub = node.create_publisher(Everything, topic, 5)
+    # Given to the constructor or assigned, as rclpy's setters check them.
     cases = [
-        (dict(inner=Inner(label="nine char")), ValueError, r"Inner\.label: a string<=8 holds at most 8 bytes, not 9"),
-        (dict(inner=Inner(label="é" * 5)), ValueError, "holds at most 8 bytes, not 10"),
-        (dict(short_names=["a", "b", "c"]), ValueError, r"short_names: a sequence \[<=2\] holds at most 2 elements"),
-        (dict(short_names=["toolong"]), ValueError, "string<=4"),
-        (dict(loop=256), ValueError, "out of the range of uint8"),
-        (dict(inner=freight.msgs.std_msgs.Header()), TypeError, r"Everything\.inner: takes a freight_test_msgs"),
-        (dict(fixed=[1.0, 2.0]), ValueError, "takes 3 elements, not 2"),
-        (dict(floats=np.zeros(4, dtype=np.float64)), TypeError, "convert it with arr.astype"),
-        (dict(names="xy"), TypeError, "takes a sequence, not str"),
+        ("short_names", lambda: ["a", "b", "c"], ValueError, r"short_names: a sequence \[<=2\] holds at most 2 elements"),
+        ("short_names", lambda: ["toolong"], ValueError, "string<=4"),
+        ("loop", lambda: 256, ValueError, "out of the range of uint8"),
+        ("inner", freight.msgs.std_msgs.Header, TypeError, r"Everything\.inner: takes a freight_test_msgs/msg/Inner"),
+        ("fixed", lambda: [1.0, 2.0], ValueError, "takes 3 elements, not 2"),
+        ("floats", lambda: np.zeros(4, dtype=np.float64), TypeError, "convert it with arr.astype"),
+        ("names", lambda: "xy", TypeError, "takes a sequence, not str"),
     ]
-    for fields, error, pattern in cases:
+    for field, value, error, pattern in cases:
         with pytest.raises(error, match=pattern):
-            pub.publish(Everything(**fields))
+            Everything(**{field: value()})
+        msg = Everything()
+        before = repr(getattr(msg, field))
         with pytest.raises(error, match=pattern):
-            Everything(**fields).serialize()
+            setattr(msg, field, value())
+        assert repr(getattr(msg, field)) == before, f"a refused {field} was stored"
+    for label, pattern in (("nine char", "holds at most 8 bytes, not 9"), ("é" * 5, "holds at most 8 bytes, not 10")):
+        with pytest.raises(ValueError, match=r"Inner\.label: a string<=8 " + pattern):
+            Inner(label=label)
+        with pytest.raises(ValueError, match=r"Inner\.label: a string<=8 " + pattern):
+            Everything().inner.label = label
+    with pytest.raises(AttributeError, match="Everything has no field colour; its fields are header, stamp"):
+        Everything().colour = 1
+    # Stored as the constructor stores it: a fixed-size array of numbers as numpy.
+    msg = Everything()
+    msg.fixed = [1.0, 2.0, 3.0]
+    assert msg.fixed.dtype == np.float64 and list(msg.fixed) == [1.0, 2.0, 3.0]
+    # Changed in place, past the setters: refused when published or serialized.
+    in_place = [
+        (lambda m: m.short_names.extend(["a", "b", "c"]), ValueError, r"short_names: a sequence \[<=2\]"),
+        (lambda m: m.short_names.append("toolong"), ValueError, "string<=4"),
+        (lambda m: m.names.append(7), TypeError, r"Everything\.names"),
+        (lambda m: m.inners.append(freight.msgs.std_msgs.Header()), TypeError, r"Everything\.inners: takes a"),
+    ]
+    for change, error, pattern in in_place:
+        msg = Everything()
+        change(msg)
+        with pytest.raises(error, match=pattern):
+            pub.publish(msg)
+        with pytest.raises(error, match=pattern):
+            msg.serialize()
     with pytest.raises(TypeError, match="this publisher sends freight_test_msgs/msg/Everything"):
         pub.publish(Inner())
     with pytest.raises(TypeError, match="has 4 buffer fields; loan"):

@@ -295,11 +295,11 @@ impl MessageType {
             let value = match kwargs.map(|k| k.get_item(name)).transpose()?.flatten() {
                 Some(v) => {
                     given += 1;
-                    assigned(f, v)?
+                    checked(&self.root, f, v)?
                 }
                 None => default_value(py, f)?,
             };
-            obj.setattr(name, value)?;
+            set_field(obj, name, &value)?;
         }
         if let Some(kwargs) = kwargs.filter(|k| k.len() > given) {
             let known: Vec<String> = self.root.fields.iter().map(|f| f.name.to_string()).collect();
@@ -313,6 +313,25 @@ impl MessageType {
             )));
         }
         Ok(())
+    }
+
+    /// `value` as the field `name` holds it, checked as a publish checks it
+    /// (its type, range, length and bounds): what an assignment stores.
+    /// `AttributeError` for a name that is no field, as rclpy's classes (slots).
+    fn checked<'py>(&self, name: &str, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = value.py();
+        let field = self.root.fields.iter().find(|f| f.name.bind(py).to_cow().is_ok_and(|n| n == name));
+        match field {
+            Some(f) => checked(&self.root, f, value),
+            None => {
+                let known: Vec<String> = self.root.fields.iter().map(|f| f.name.to_string()).collect();
+                Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                    "{} has no field {name}; its fields are {}",
+                    self.layout.type_name(),
+                    known.join(", ")
+                )))
+            }
+        }
     }
 
     /// `obj` in ROS 2 CDR (encapsulation header included).
@@ -439,13 +458,38 @@ fn write_struct<'py>(
 ) -> PyResult<()> {
     for f in &s.fields {
         let value = obj.getattr(f.name.bind(obj.py()))?;
-        write_field(f, &value, w, buffers).map_err(|e| {
-            let name = f.name.bind(obj.py());
-            let err = e.get_type(obj.py()).call1((format!("{}.{name}: {}", s.type_name, e.value(obj.py())),));
-            err.map_or(e, PyErr::from_value)
-        })?;
+        write_field(f, &value, w, buffers).map_err(|e| in_field(obj.py(), s, f, e))?;
     }
     Ok(())
+}
+
+/// `e`, of a value of the field `f` of `s`, naming it: `Inner.label: ...`.
+fn in_field(py: Python<'_>, s: &Struct, f: &Field, e: PyErr) -> PyErr {
+    let message = format!("{}.{}: {}", s.type_name, f.name.bind(py), e.value(py));
+    e.get_type(py).call1((message,)).map_or(e, PyErr::from_value)
+}
+
+/// `value`, given for the field `f` of `s`, as the field holds it, checked
+/// by writing it where nothing keeps it.
+fn checked<'py>(s: &Struct, f: &Field, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    let value = assigned(f, value).map_err(|e| in_field(py, s, f, e))?;
+    write_field(f, &value, &mut CdrWriter::new(), &mut Vec::new()).map_err(|e| in_field(py, s, f, e))?;
+    Ok(value)
+}
+
+/// Sets the field `name` of `obj` past its class's `__setattr__` (which
+/// checks what a user assigns): for values freight read or checked itself.
+fn set_field(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    // SAFETY: the three pointers are live objects held by the `Bound`s for
+    // the call; `PyObject_GenericSetAttr` borrows them (what
+    // `object.__setattr__` does) and returns -1 with an exception set.
+    let set = unsafe { pyo3::ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) };
+    if set == 0 {
+        Ok(())
+    } else {
+        Err(PyErr::fetch(obj.py()))
+    }
 }
 
 fn write_field<'py>(
@@ -626,7 +670,7 @@ fn read_struct<'py>(
     let obj = s.instance(py)?;
     for f in &s.fields {
         let value = read_field(py, f, r, buffers)?;
-        obj.setattr(f.name.bind(py), value)?;
+        set_field(&obj, f.name.bind(py), &value)?;
     }
     Ok(obj)
 }

@@ -94,6 +94,11 @@ def _make_class(native):
     def __init__(self, **kwargs):
         native.init(self, kwargs)
 
+    def __setattr__(self, field, value):
+        # Checked as a publish checks it, and stored as the constructor
+        # stores it (numbers of a fixed-size array as a numpy array).
+        _set_attribute(self, field, native.checked(field, value))
+
     def __eq__(self, other):
         if type(other) is not type(self):
             return NotImplemented
@@ -126,6 +131,7 @@ def _make_class(native):
         "__doc__": f"``{native.type_name}``, a type of your package, read from its definition.",
         "__module__": module,
         "__init__": __init__,
+        "__setattr__": __setattr__,
         "__eq__": __eq__,
         "__hash__": None,
         "__repr__": __repr__,
@@ -138,6 +144,9 @@ def _make_class(native):
     for constant, value in native.constants():
         namespace[constant] = value
     return type(name, (), namespace)
+
+
+_set_attribute = object.__setattr__
 
 
 def _same(a, b):
