@@ -136,7 +136,7 @@ impl MessageType {
         }
         let mut w = CdrWriter::new();
         let mut buffers = Vec::new();
-        write_struct(&self.root, obj, &mut w, &mut buffers)?;
+        write_struct(&self.root, obj, &mut w, &mut buffers).map_err(|e| e.of(obj.py(), &self.root))?;
         Ok((w, buffers))
     }
 
@@ -455,26 +455,56 @@ fn write_struct<'py>(
     obj: &Bound<'py, PyAny>,
     w: &mut CdrWriter,
     buffers: &mut Vec<Bound<'py, PyAny>>,
-) -> PyResult<()> {
+) -> Result<(), Refused> {
     for f in &s.fields {
         let value = obj.getattr(f.name.bind(obj.py()))?;
-        write_field(f, &value, w, buffers).map_err(|e| in_field(obj.py(), s, f, e))?;
+        write_field(f, &value, w, buffers).map_err(|e| e.within(|| f.name.to_string()))?;
     }
     Ok(())
 }
 
-/// `e`, of a value of the field `f` of `s`, naming it: `Inner.label: ...`.
-fn in_field(py: Python<'_>, s: &Struct, f: &Field, e: PyErr) -> PyErr {
-    let message = format!("{}.{}: {}", s.type_name, f.name.bind(py), e.value(py));
-    e.get_type(py).call1((message,)).map_or(e, PyErr::from_value)
+/// A value a message's field may not hold, found while writing it: the
+/// field's path in the message and why, said once at the top as the core's
+/// layouts say it (`my_msgs/msg/Scan: field `inner.label`: a string<=8 ...`).
+struct Refused {
+    /// From the message down: `inner.label`, `names[2]`.
+    path: String,
+    why: PyErr,
+}
+
+impl From<PyErr> for Refused {
+    fn from(why: PyErr) -> Self {
+        Refused { path: String::new(), why }
+    }
+}
+
+impl Refused {
+    /// Refused inside `segment` (a field, or an element of one).
+    fn within(self, segment: impl FnOnce() -> String) -> Refused {
+        let segment = segment();
+        let path = match self.path.chars().next() {
+            None => segment,
+            Some('[') => format!("{segment}{}", self.path),
+            Some(_) => format!("{segment}.{}", self.path),
+        };
+        Refused { path, ..self }
+    }
+
+    /// The exception for a message of `s`: the cause's type, with the path.
+    fn of(self, py: Python<'_>, s: &Struct) -> PyErr {
+        let Refused { path, why } = self;
+        let message = format!("{}: field `{path}`: {}", s.type_name, why.value(py));
+        why.get_type(py).call1((message,)).map_or(why, PyErr::from_value)
+    }
 }
 
 /// `value`, given for the field `f` of `s`, as the field holds it, checked
 /// by writing it where nothing keeps it.
 fn checked<'py>(s: &Struct, f: &Field, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
-    let value = assigned(f, value).map_err(|e| in_field(py, s, f, e))?;
-    write_field(f, &value, &mut CdrWriter::new(), &mut Vec::new()).map_err(|e| in_field(py, s, f, e))?;
+    let refused = |e: Refused| e.within(|| f.name.to_string()).of(py, s);
+    let value = assigned(f, value).map_err(|e| refused(e.into()))?;
+    write_field(f, &value, &mut CdrWriter::new(), &mut Vec::new()).map_err(refused)?;
     Ok(value)
 }
 
@@ -497,29 +527,35 @@ fn write_field<'py>(
     value: &Bound<'py, PyAny>,
     w: &mut CdrWriter,
     buffers: &mut Vec<Bound<'py, PyAny>>,
-) -> PyResult<()> {
+) -> Result<(), Refused> {
     if let Slot::Buffer(b) = &f.slot {
         // Its ordinal; the value is copied or lent as a whole later.
         w.write_u32(u32::try_from(buffers.len()).map_err(|_| PyValueError::new_err("too many buffer fields"))?);
         buffers.push(buffer_value(value, b)?);
         return Ok(());
     }
+    let each = |items: Vec<Bound<'py, PyAny>>, w: &mut CdrWriter, buffers: &mut Vec<Bound<'py, PyAny>>| {
+        items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, item)| write_one(&f.slot, item, w, buffers).map_err(|e| e.within(|| format!("[{i}]"))))
+    };
     match f.array {
         ArrayKind::Single => write_one(&f.slot, value, w, buffers),
         ArrayKind::Fixed(n) => {
             let items = items(value)?;
             if items.len() != n {
-                return Err(PyValueError::new_err(format!("takes {n} elements, not {}", items.len())));
+                return Err(PyValueError::new_err(format!("takes {n} elements, not {}", items.len())).into());
             }
-            items.iter().try_for_each(|item| write_one(&f.slot, item, w, buffers))
+            each(items, w, buffers)
         }
         ArrayKind::Bounded(_) | ArrayKind::Unbounded => {
             let items = items(value)?;
             if let Some(over) = bounded_len(f.array).and_then(|b| OverBound::sequence(items.len(), b)) {
-                return Err(PyValueError::new_err(over.to_string()));
+                return Err(PyValueError::new_err(over.to_string()).into());
             }
             w.write_len(items.len()).map_err(|e| error(Kind::Limit, e.to_string()))?;
-            items.iter().try_for_each(|item| write_one(&f.slot, item, w, buffers))
+            each(items, w, buffers)
         }
     }
 }
@@ -545,21 +581,23 @@ fn write_one<'py>(
     value: &Bound<'py, PyAny>,
     w: &mut CdrWriter,
     buffers: &mut Vec<Bound<'py, PyAny>>,
-) -> PyResult<()> {
+) -> Result<(), Refused> {
     match slot {
         Slot::Bool => w.write_bool(value.extract()?),
         Slot::Number(p) => write_number(*p, value, w)?,
         Slot::Str(bound) => {
             let s: String = value.extract()?;
             if let Some(over) = bound.and_then(|b| OverBound::string(s.len(), b)) {
-                return Err(PyValueError::new_err(over.to_string()));
+                return Err(PyValueError::new_err(over.to_string()).into());
             }
             w.write_string(&s).map_err(|e| error(Kind::Limit, e.to_string()))?;
         }
         Slot::Message(nested) => {
             let class = nested.class(value.py())?;
             if !value.is_instance(&class)? {
-                return Err(PyTypeError::new_err(format!("takes a {}, not {}", nested.type_name, type_name(value))));
+                return Err(
+                    PyTypeError::new_err(format!("takes a {}, not {}", nested.type_name, type_name(value))).into()
+                );
             }
             write_struct(nested, value, w, buffers)?;
         }
