@@ -88,3 +88,22 @@ impl OverBound {
         (len > bound).then_some(OverBound::Sequence { bound, len })
     }
 }
+
+/// The path of a field over its bound, `inner`, seen from around `segment`
+/// (a field, `inner`, or an element of one, `inners[2]` or `[2]`): the path
+/// an error gives, grown one level on the way out of a walk.
+///
+/// ```
+/// use freight_msg::bounds::within;
+/// assert_eq!(within("inners[2]", "label"), "inners[2].label");
+/// assert_eq!(within("names", "[2]"), "names[2]");
+/// assert_eq!(within("", "label"), "label"); // a level without a name
+/// ```
+pub fn within(segment: &str, inner: &str) -> String {
+    match (segment, inner.chars().next()) {
+        ("", _) => inner.to_string(),
+        (_, None) => segment.to_string(),
+        (_, Some('[')) => format!("{segment}{inner}"),
+        _ => format!("{segment}.{inner}"),
+    }
+}

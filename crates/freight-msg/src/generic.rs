@@ -366,12 +366,7 @@ impl Walk {
     fn within(self, segment: impl FnOnce() -> String) -> Walk {
         match self {
             Walk::Decode(DecodeError { offset, kind: DecodeErrorKind::OverBound { field, over } }) => {
-                let segment = segment();
-                let field = match (segment.is_empty(), field.is_empty()) {
-                    (true, _) => field,
-                    (false, true) => segment,
-                    (false, false) => format!("{segment}.{field}"),
-                };
+                let field = crate::bounds::within(&segment(), &field);
                 Walk::Decode(DecodeError { offset, kind: DecodeErrorKind::OverBound { field, over } })
             }
             other => other,

@@ -123,6 +123,12 @@ impl MessageType {
         self.root.class(py)
     }
 
+    /// What a name (or names) that is no field of the type is told.
+    fn no_field(&self, names: &str) -> String {
+        let known: Vec<String> = self.root.fields.iter().map(|f| f.name.to_string()).collect();
+        format!("{} has no field {names}; its fields are {}", self.layout.type_name(), known.join(", "))
+    }
+
     /// The small fields of `obj` as CDR (buffer fields as ordinals), and its
     /// buffer fields' values in order.
     fn write<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<(CdrWriter, Vec<Bound<'py, PyAny>>)> {
@@ -302,15 +308,13 @@ impl MessageType {
             set_field(obj, name, &value)?;
         }
         if let Some(kwargs) = kwargs.filter(|k| k.len() > given) {
-            let known: Vec<String> = self.root.fields.iter().map(|f| f.name.to_string()).collect();
-            let unknown: Vec<String> =
-                kwargs.keys().iter().map(|k| k.to_string()).filter(|k| !known.contains(k)).collect();
-            return Err(PyTypeError::new_err(format!(
-                "{} has no field {}; its fields are {}",
-                self.layout.type_name(),
-                unknown.join(", "),
-                known.join(", ")
-            )));
+            let unknown: Vec<String> = kwargs
+                .keys()
+                .iter()
+                .map(|k| k.to_string())
+                .filter(|k| !self.root.fields.iter().any(|f| f.name.to_string() == *k))
+                .collect();
+            return Err(PyTypeError::new_err(self.no_field(&unknown.join(", "))));
         }
         Ok(())
     }
@@ -323,14 +327,7 @@ impl MessageType {
         let field = self.root.fields.iter().find(|f| f.name.bind(py).to_cow().is_ok_and(|n| n == name));
         match field {
             Some(f) => checked(&self.root, f, value),
-            None => {
-                let known: Vec<String> = self.root.fields.iter().map(|f| f.name.to_string()).collect();
-                Err(pyo3::exceptions::PyAttributeError::new_err(format!(
-                    "{} has no field {name}; its fields are {}",
-                    self.layout.type_name(),
-                    known.join(", ")
-                )))
-            }
+            None => Err(pyo3::exceptions::PyAttributeError::new_err(self.no_field(name))),
         }
     }
 
@@ -481,13 +478,7 @@ impl From<PyErr> for Refused {
 impl Refused {
     /// Refused inside `segment` (a field, or an element of one).
     fn within(self, segment: impl FnOnce() -> String) -> Refused {
-        let segment = segment();
-        let path = match self.path.chars().next() {
-            None => segment,
-            Some('[') => format!("{segment}{}", self.path),
-            Some(_) => format!("{segment}.{}", self.path),
-        };
-        Refused { path, ..self }
+        Refused { path: freight_msg::bounds::within(&segment(), &self.path), ..self }
     }
 
     /// The exception for a message of `s`: the cause's type, with the path.
