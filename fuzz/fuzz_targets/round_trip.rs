@@ -4,10 +4,11 @@ use freight_msg::{EncodeError, Message};
 
 /// Feeds `data` to `M::from_cdr`. What decodes must encode again, unless a
 /// string or sequence is over its `.msg` bound (read as it came, refused when
-/// sent, as ROS 2's type support does), and decode to the same value (compared by its printed form: a float may be NaN, which
-/// equals nothing), encode to the same bytes, and take as many bytes as the
-/// input did (the same fields at the same alignment take the same bytes; the
-/// input may only add up to 3 bytes of trailing padding).
+/// sent, as ROS 2's type support does), and decode to the same value
+/// (compared by its printed form: a float may be NaN, which equals nothing),
+/// encode to the same bytes, and take as many bytes as the input did (the
+/// same fields at the same alignment take the same bytes; the input may only
+/// add up to 3 bytes of trailing padding).
 pub fn decoded<M: Message>(data: &[u8]) {
     let Ok(msg) = M::from_cdr(data) else { return };
     let name = M::TYPE_NAME;
