@@ -90,8 +90,11 @@ pub(crate) enum Route {
 pub(crate) enum FrameMut {
     Heap(Vec<u8>),
     /// The sample and the start of its payload, read once (iceoryx2's
-    /// thread-safe samples lock on every `payload_mut()`).
-    Shm(IoxSampleUninit, *mut u8),
+    /// thread-safe samples lock on every `payload_mut()`). Boxed: the sample
+    /// is about 200 bytes, and a loan moves through several calls between
+    /// `loan` and `publish`; one allocation costs less than copying it each
+    /// time (callgrind, BENCHMARKS.md).
+    Shm(Box<IoxSampleUninit>, *mut u8),
 }
 
 // SAFETY: the raw pointer is the payload of the sample held beside it, which

@@ -549,7 +549,7 @@ impl Sender {
                 let base = s.payload_mut().as_mut_ptr().cast();
                 // Dropping the sample on error gives its chunk back.
                 self.reservations.reserve(base, total).map_err(|r| self.no_room(r))?;
-                Ok(FrameMut::Shm(s, base))
+                Ok(FrameMut::Shm(Box::new(s), base))
             }
         }
     }

@@ -220,7 +220,7 @@ impl Sender {
                 // meta were written above, buffers through the typestate loan
                 // or the copy, and padding is shared memory that the kernel
                 // zero-filled when first mapped or that held an earlier frame.
-                let sample = unsafe { sample.assume_init() };
+                let sample = unsafe { (*sample).assume_init() };
                 // Held from before the send until the frame is noted (see `Noting`).
                 let noting = self.unattached.as_ref().filter(|_| !device.is_empty()).map(|u| u.for_send());
                 let sent = sample.send();
