@@ -65,18 +65,15 @@ fn as_generic<M: Message>(type_name: &str, data: &[u8]) {
                 Ok(bytes) => bytes,
                 // Read as it came, refused when sent again: a string or a
                 // sequence over its bound. The layout refuses to make it too,
-                // for the same field (both check in wire order): the Rust
-                // type names it, the layout gives its path (`inner.label`,
-                // `names[1]`).
+                // for the same field (both check in wire order), and both give
+                // its path from the message (`inner.label`, `names[1]`).
                 Err(EncodeError::OverBound { field, .. }) => {
                     let (fields, buffers) = generic.into_parts();
                     let path = match GenericMessage::new(layout, fields, buffers) {
                         Err(DecodeError { kind: DecodeErrorKind::OverBound { field, .. }, .. }) => field,
                         made => panic!("{type_name}: `{field}` over a bound for the Rust type, not for the layout: {made:?}"),
                     };
-                    let last = path.rsplit('.').next().unwrap_or(&path);
-                    let name = last.split('[').next().unwrap_or(last);
-                    assert_eq!(name, field, "{type_name}: the layout names `{path}` over a bound, the Rust type `{field}`");
+                    assert_eq!(path, field, "{type_name}: the layout names `{path}` over a bound, the Rust type `{field}`");
                     return;
                 }
                 Err(e) => panic!("decoded {type_name} does not encode: {e}"),

@@ -73,10 +73,20 @@ fn bounds_are_checked_when_a_message_is_encoded() {
         ..Default::default()
     };
     let bytes = within.to_cdr().expect("within every bound");
-    let cases: [(Everything, &str); 5] = [
+    // Named by the path from the message, as a run-time layout names it
+    // (C++, Python): `inner.label`, not the nested type's `label`.
+    let cases: [(Everything, &str); 7] = [
         (
             Everything { inner: inner(1, "nine char"), ..Default::default() },
-            "field `label`: a string<=8 holds at most 8 bytes, not 9",
+            "field `inner.label`: a string<=8 holds at most 8 bytes, not 9",
+        ),
+        (
+            Everything { fixed_inners: [inner(1, "ok"), inner(2, "nine char")], ..Default::default() },
+            "field `fixed_inners[1].label`: a string<=8 holds at most 8 bytes, not 9",
+        ),
+        (
+            Everything { few_inners: vec![inner(1, "ok"), inner(2, "nine char")], ..Default::default() },
+            "field `few_inners[1].label`: a string<=8",
         ),
         (
             Everything { few_inners: vec![inner(0, ""); 4], ..Default::default() },
@@ -88,7 +98,7 @@ fn bounds_are_checked_when_a_message_is_encoded() {
         ),
         (
             Everything { short_names: vec!["ééé".into()], ..Default::default() },
-            "field `short_names`: a string<=4 holds at most 4 bytes, not 6",
+            "field `short_names[0]`: a string<=4 holds at most 4 bytes, not 6",
         ),
         (
             Everything { bounded: vec![0; 5], ..Default::default() },

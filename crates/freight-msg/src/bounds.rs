@@ -24,18 +24,27 @@
 use crate::cdr::EncodeError;
 
 /// `string<=bound field`.
-pub fn string(s: &str, bound: usize, field: &'static str) -> Result<(), EncodeError> {
-    OverBound::string(s.len(), bound).map_or(Ok(()), |over| Err(EncodeError::OverBound { field, over }))
+pub fn string(s: &str, bound: usize, field: &str) -> Result<(), EncodeError> {
+    OverBound::string(s.len(), bound)
+        .map_or(Ok(()), |over| Err(EncodeError::OverBound { field: ros_name(field).into(), over }))
 }
 
 /// `T[<=bound] field`: its element count.
-pub fn sequence<T>(items: &impl Items<T>, bound: usize, field: &'static str) -> Result<(), EncodeError> {
-    OverBound::sequence(items.items().len(), bound).map_or(Ok(()), |over| Err(EncodeError::OverBound { field, over }))
+pub fn sequence<T>(items: &impl Items<T>, bound: usize, field: &str) -> Result<(), EncodeError> {
+    OverBound::sequence(items.items().len(), bound)
+        .map_or(Ok(()), |over| Err(EncodeError::OverBound { field: ros_name(field).into(), over }))
 }
 
-/// `string<=bound[...] field`: each of its strings.
-pub fn strings(items: &impl Items<String>, bound: usize, field: &'static str) -> Result<(), EncodeError> {
-    items.items().iter().try_for_each(|s| string(s, bound, field))
+/// `string<=bound[...] field`: each of its strings (an error names the
+/// element, `names[2]`).
+pub fn strings(items: &impl Items<String>, bound: usize, field: &str) -> Result<(), EncodeError> {
+    items.items().iter().enumerate().try_for_each(|(i, s)| string(s, bound, "").map_err(|e| e.at(i).within(field)))
+}
+
+/// A field's name as its `.msg` file says it: a Rust raw identifier
+/// (`r#type`) without its `r#`.
+pub(crate) fn ros_name(field: &str) -> &str {
+    field.strip_prefix("r#").unwrap_or(field)
 }
 
 /// The elements of an array or sequence field.

@@ -82,11 +82,42 @@ pub enum EncodeError {
     /// A bounded string or sequence holds more than its bound (see [`crate::bounds`]).
     #[error("field `{field}`: {over}")]
     OverBound {
-        /// The field.
-        field: &'static str,
+        /// Its path in the message: `label`, `inner.label`, `names[2]`, as
+        /// a run-time layout gives it ([`DecodeErrorKind::OverBound`]).
+        field: String,
         /// What exceeds what.
         over: crate::bounds::OverBound,
     },
+}
+
+impl EncodeError {
+    /// The same error, raised in `segment` (a field, or an element `[i]`)
+    /// of the value being written: a bound's path grows by one level on the
+    /// way out of a nested write.
+    ///
+    /// ```
+    /// use freight_msg::{bounds::OverBound, EncodeError};
+    /// let over = OverBound::String { bound: 4, len: 5 };
+    /// let e = EncodeError::OverBound { field: "label".into(), over }.within("[1]").within("inners");
+    /// assert_eq!(e.to_string(), "field `inners[1].label`: a string<=4 holds at most 4 bytes, not 5");
+    /// ```
+    pub fn within(self, segment: &str) -> EncodeError {
+        match self {
+            EncodeError::OverBound { field, over } => {
+                EncodeError::OverBound { field: crate::bounds::within(crate::bounds::ros_name(segment), &field), over }
+            }
+            other => other,
+        }
+    }
+
+    /// The same error, raised in element `i` of the sequence or array
+    /// being written.
+    pub fn at(self, i: usize) -> EncodeError {
+        match self {
+            EncodeError::OverBound { .. } => self.within(&format!("[{i}]")),
+            other => other,
+        }
+    }
 }
 
 /// Writes CDR into a growing byte vector.

@@ -115,7 +115,7 @@ macro_rules! message {
             ) -> ::core::result::Result<(), $crate::EncodeError> {
                 $(
                     $($( $crate::bounds::$check(&self.$field, $bound, stringify!($field))?; )+)?
-                    $crate::CdrField::write(&self.$field, w, bufs)?;
+                    $crate::CdrField::write(&self.$field, w, bufs).map_err(|e| e.within(stringify!($field)))?;
                 )*
                 let _ = (w, bufs);
                 Ok(())

@@ -100,7 +100,7 @@ pub trait CdrField: Sized {
     /// Writes a sequence of values (length, then elements).
     fn write_seq(items: &[Self], w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
         w.write_len(items.len())?;
-        items.iter().try_for_each(|i| i.write(w, bufs))
+        items.iter().enumerate().try_for_each(|(i, item)| item.write(w, bufs).map_err(|e| e.at(i)))
     }
 
     /// Reads a sequence of values.
@@ -203,7 +203,7 @@ impl<T: CdrField> CdrField for Vec<T> {
 impl<T: CdrField + Default, const N: usize> CdrField for [T; N] {
     const MIN_SIZE: usize = T::MIN_SIZE * N;
     fn write(&self, w: &mut CdrWriter, bufs: &mut dyn BufferEncoder) -> Result<(), EncodeError> {
-        self.iter().try_for_each(|i| i.write(w, bufs))
+        self.iter().enumerate().try_for_each(|(i, item)| item.write(w, bufs).map_err(|e| e.at(i)))
     }
     fn read(r: &mut CdrReader<'_>, bufs: &mut dyn BufferDecoder) -> Result<Self, DecodeError> {
         let mut out: [T; N] = std::array::from_fn(|_| T::default());

@@ -315,9 +315,9 @@ pub enum PublishError {
         /// What is wrong.
         reason: String,
     },
-    /// A string or sequence of a message of a run-time type holds more than
-    /// its `.msg` bound allows, which ROS 2 refuses to serialize too (a
-    /// generated Rust type says so as [`PublishError::Encode`]).
+    /// A string or sequence of the message holds more than its `.msg` bound
+    /// allows, which ROS 2 refuses to serialize too. Rust, Python, C and
+    /// C++ types all say it so.
     #[error("{type_name}: field `{field}`: {over}")]
     OverBound {
         /// The message's type.
@@ -352,6 +352,19 @@ pub enum PublishError {
     /// carries such messages instead (a publisher's spill writer) failed.
     #[error("/dev/shm had no room for the message, and sending it over DDS instead failed: {0}")]
     Spill(#[source] DdsError),
+}
+
+impl PublishError {
+    /// The error of a message of the Rust type `type_name`: a bound its
+    /// encoding found exceeded is said with the type, as for a run-time type.
+    pub(crate) fn of_type(self, type_name: &'static str) -> PublishError {
+        match self {
+            PublishError::Encode(EncodeError::OverBound { field, over }) => {
+                PublishError::OverBound { type_name, field, over }
+            }
+            other => other,
+        }
+    }
 }
 
 /// Taking a message failed. The subscription stays usable; the next message is

@@ -178,6 +178,10 @@ impl<M: Message> Publisher<M> {
     /// subscribers; nothing is copied (but a host copy of device buffers for
     /// subscribers that cannot take device memory).
     pub fn publish(&self, loan: Loan<M>) -> Result<(), PublishError> {
+        self.publish_lent(loan).map_err(|e| e.of_type(M::TYPE_NAME))
+    }
+
+    fn publish_lent(&self, loan: Loan<M>) -> Result<(), PublishError> {
         let (msg, lent) = loan.into_parts()?;
         let sender = &self.sender;
         lent.check_owner(sender)?;
@@ -200,7 +204,7 @@ impl<M: Message> Publisher<M> {
     /// into the frame (shared memory, or heap for in-process subscribers). A
     /// message `/dev/shm` has no room for goes over DDS, as a spilled loan does.
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
-        send_copy(&self.sender, M::TYPE_HASH, &Typed(msg))
+        send_copy(&self.sender, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))
     }
 
     /// Messages this publisher sent over DDS because `/dev/shm` had no room

@@ -162,6 +162,24 @@ fn generic_and_typed_endpoints_meet_in_one_process() {
     let e = tag_pub.publish(unsafe { loan.assume_init() }, w.finish()).unwrap_err();
     assert!(matches!(e, PublishError::OverBound { .. }), "{e}");
     assert!(e.to_string().ends_with("my_msgs/msg/Tag: field `name`: a string<=4 holds at most 4 bytes, not 5"));
+    // A Rust type says it alike, with the path from its message.
+    freight::message! {
+        struct Tag = "my_msgs/msg/Tag" {
+            name: String where (string(4)),
+        }
+    }
+    freight::message! {
+        struct Tags = "my_msgs/msg/Tags" {
+            tags: Vec<Tag>,
+        }
+    }
+    let tags_pub = node.create_publisher::<Tags>(&topic("tags"), 5).unwrap();
+    let tags = Tags { tags: vec![Tag { name: "four".into() }, Tag { name: "fives".into() }] };
+    let e = tags_pub.publish_copy(&tags).unwrap_err();
+    assert!(matches!(e, PublishError::OverBound { .. }), "{e}");
+    assert!(e
+        .to_string()
+        .ends_with("my_msgs/msg/Tags: field `tags[1].name`: a string<=4 holds at most 4 bytes, not 5"));
     let other = Arc::new(MessageLayout::new("my_msgs/msg/Other", 7, StructLayout::new(vec![])));
     let mut w = CdrWriter::new();
     w.write_u8(0);
