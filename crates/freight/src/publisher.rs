@@ -192,7 +192,11 @@ impl<M: Message> Publisher<M> {
         let to_network = route == Route::Spill || sender.to_network();
         let frame = match frame {
             FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
-                return sender.hand_over(msg, bytes, &buffers);
+                let slots = buffers.iter().map(|b| {
+                    let offset = b.frame_offset.expect("`hands_over` checked that each buffer is in the frame");
+                    (offset, b.block.len())
+                });
+                return sender.hand_over(msg, bytes, slots);
             }
             frame => frame,
         };
@@ -203,8 +207,26 @@ impl<M: Message> Publisher<M> {
     /// Publishes a message held in ordinary memory: its buffers are copied once
     /// into the frame (shared memory, or heap for in-process subscribers). A
     /// message `/dev/shm` has no room for goes over DDS, as a spilled loan does.
+    /// When every reader is a subscription of this type in this process, a
+    /// copy of the message itself is handed to each (its buffers copied once,
+    /// shared by the copies), as a loan is.
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
-        send_copy(&self.sender, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))
+        let sender = &self.sender;
+        if sender.hands_over_copies() {
+            // Every reader is in this process and takes an `M`: a copy of the
+            // message itself, its buffers copied once, as a loan is handed
+            // over (no frame to encode and decode).
+            let mut host = Some(Vec::new());
+            msg.visit_buffers(&mut |raw| match (raw.host_bytes(), host.as_mut()) {
+                (Some(bytes), Some(host)) => host.push(bytes),
+                _ => host = None,
+            });
+            if let Some(host) = host {
+                let (bytes, slots) = sender.copy_to_heap(&host)?;
+                return sender.hand_over(msg.clone(), bytes, slots.into_iter());
+            }
+        }
+        send_copy(sender, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))
     }
 
     /// Messages this publisher sent over DDS because `/dev/shm` had no room

@@ -128,6 +128,46 @@ fn publish_copy_delivers_every_field() {
 }
 
 #[test]
+fn publish_copy_hands_each_in_process_subscription_a_copy_that_is_not_the_publishers() {
+    // Every reader in this process and of the type: the message goes as it
+    // is, its buffers copied once (aligned for their elements) and shared by
+    // the subscriptions' copies; the publisher's own buffer stays its own.
+    let n = node("copy_handover");
+    let t = topic("copy_handover");
+    let subs: Vec<_> = (0..2).map(|_| n.create_subscription::<DepthWithConfidence>(&t, 5).unwrap()).collect();
+    let publisher = n.create_publisher::<DepthWithConfidence>(&t, 5).unwrap();
+    let mut msg = DepthWithConfidence {
+        width: 3,
+        depth: Buffer::from(vec![0.5f32, 1.5, 2.5]),
+        label: "copied".into(),
+        confidence: Buffer::from(vec![7u8, 8]),
+    };
+    for k in 0..2u8 {
+        msg.confidence.get_mut().expect("the publisher's buffer is still only its own")[0] = k;
+        publisher.publish_copy(&msg).unwrap();
+    }
+    let mut seen = Vec::new();
+    for sub in &subs {
+        for k in 0..2u8 {
+            let s = sub.take(T).unwrap().expect("message");
+            assert_eq!((s.width, s.label.as_str()), (3, "copied"));
+            assert_eq!(s.depth.as_slice().unwrap(), &[0.5, 1.5, 2.5]);
+            assert_eq!(s.confidence.as_slice().unwrap(), &[k, 8]);
+            let (info, at) = (s.info(), s.confidence.as_bytes().unwrap().as_ptr() as usize);
+            assert_eq!((info.sequence, info.transport), (k as u64, Transport::Intra));
+            assert_ne!(at, msg.confidence.as_bytes().unwrap().as_ptr() as usize, "a copy, not the publisher's memory");
+            seen.push((k, at));
+        }
+    }
+    assert_eq!(seen[0], seen[2], "both subscriptions view one copy of message 0");
+    // A message without buffers goes the same way.
+    let headers = n.create_subscription::<Header>(&topic("copy_handover_small"), 5).unwrap();
+    let small = n.create_publisher::<Header>(&topic("copy_handover_small"), 5).unwrap();
+    small.publish_copy(&Header { frame_id: "small".into(), ..Default::default() }).unwrap();
+    assert_eq!(headers.take(T).unwrap().expect("message").frame_id, "small");
+}
+
+#[test]
 fn messages_of_any_size_arrive_in_order_including_empty_ones() {
     let n = node("sizes");
     let t = topic("sizes");

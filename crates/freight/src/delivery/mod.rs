@@ -14,7 +14,8 @@
 //! 3. `Publisher::publish` first offers the message to
 //!    [`Sender::hand_over`] (`ways_out.rs`): on the in-process route with
 //!    host buffers and no network reader the message itself goes to each
-//!    in-process queue, nothing encoded. Otherwise it encodes the small
+//!    in-process queue, nothing encoded (`Publisher::publish_copy` too,
+//!    its buffers copied once). Otherwise it encodes the small
 //!    fields (`frame.rs`);
 //!    [`Sender::export`] exports the buffers, holding device blocks for
 //!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
@@ -123,6 +124,9 @@ impl FrameMut {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(offset), bytes.len()) }
     }
 }
+
+/// Where a buffer lies in a frame: its offset and its length in bytes.
+pub(crate) type Slot = (usize, usize);
 
 /// Offsets of one frame: where its first buffer starts, and its length.
 pub(crate) struct Layout {

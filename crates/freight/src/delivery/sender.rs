@@ -22,7 +22,7 @@ use super::reserve::{NoRoom, Reservations};
 use super::spill::Spill;
 use super::unattached::Unattached;
 use super::ways_out::HeapFrames;
-use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route};
+use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route, Slot};
 use crate::endpoint::{DeviceTag, PublisherAd};
 use crate::error::{CreateError, LoanError, PublishError, ShmError};
 use crate::frame::{retag, Entry, Header, HEADER_LEN};
@@ -534,14 +534,7 @@ impl Sender {
 
     pub(super) fn alloc_frame(&self, route: Route, total: usize) -> Result<FrameMut, LoanError> {
         match route {
-            Route::Intra | Route::Spill => {
-                let mut v = lock(&self.heap_frames).take(total).unwrap_or_default();
-                // A failed allocation is an error to the caller, not an abort.
-                v.try_reserve_exact(total.saturating_sub(v.len()))
-                    .map_err(|source| LoanError::OutOfMemory { len: total, source })?;
-                v.resize(total, 0);
-                Ok(FrameMut::Heap(v))
-            }
+            Route::Intra | Route::Spill => self.heap_frame(total).map(FrameMut::Heap),
             Route::Shm => {
                 self.foresee(total);
                 self.reservations.check_room(total).map_err(|r| self.no_room(r))?;
@@ -552,6 +545,34 @@ impl Sender {
                 Ok(FrameMut::Shm(Box::new(s), base))
             }
         }
+    }
+
+    /// A heap frame of `total` bytes, from this publisher's pool when it has one.
+    fn heap_frame(&self, total: usize) -> Result<Vec<u8>, LoanError> {
+        let mut v = lock(&self.heap_frames).take(total).unwrap_or_default();
+        // A failed allocation is an error to the caller, not an abort.
+        v.try_reserve_exact(total.saturating_sub(v.len()))
+            .map_err(|source| LoanError::OutOfMemory { len: total, source })?;
+        v.resize(total, 0);
+        Ok(v)
+    }
+
+    /// Copies `sources` into a heap frame, for a message `publish_copy` hands
+    /// over in this process: the frame, and the offset and length of each
+    /// buffer in it. No buffers, no frame.
+    pub(crate) fn copy_to_heap(&self, sources: &[&[u8]]) -> Result<(Vec<u8>, Vec<Slot>), PublishError> {
+        if sources.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let lens: Vec<usize> = sources.iter().map(|s| s.len()).collect();
+        let lay = self.frame_layout(0, &lens)?;
+        let mut bytes = self.heap_frame(lay.total)?;
+        let slots: Vec<Slot> = lay.slots(&lens).zip(lens.iter().copied()).collect();
+        for (src, &(offset, len)) in sources.iter().zip(&slots) {
+            // `layout` placed each slot inside `total` bytes.
+            bytes[offset..offset + len].copy_from_slice(src);
+        }
+        Ok((bytes, slots))
     }
 
     /// Writes the frame header (with the next sequence number and the time

@@ -14,7 +14,7 @@ use freight_backend::{frame_view, FrameMemory, HeapFrame};
 use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
 use super::unattached::Sent;
-use super::{FrameMut, FullQueues, LoanedBuffer, Route, Sender};
+use super::{FrameMut, FullQueues, LoanedBuffer, Route, Sender, Slot};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
 use crate::frame::Entry;
@@ -131,30 +131,44 @@ impl Sender {
             && self.route() == Route::Intra
     }
 
-    /// Publishes a written loan by handing the message itself to each
-    /// in-process subscription (when [`Sender::hands_over`] says so): its
-    /// buffers become views of the loan's heap frame `bytes`, and nothing is
-    /// encoded, checked or decoded (the frame path writes a header and the
-    /// small fields' CDR, which the subscription reads back). Every
-    /// subscription but the last gets a clone (its buffers share the frame).
+    /// Whether a message given by reference (`publish_copy`) goes to the
+    /// in-process subscriptions as a copy of itself ([`Sender::hand_over`]),
+    /// its buffers copied once into a heap frame: as for a loan, the route
+    /// is in-process, no network reader needs it encoded, and every endpoint
+    /// of the topic in this process has the publisher's Rust type. The
+    /// caller checks that its buffers are host memory.
+    pub(crate) fn hands_over_copies(&self) -> bool {
+        !self.to_network() && self.local.one_rust_type() && self.route() == Route::Intra
+    }
+
+    /// Publishes a message by handing it to each in-process subscription
+    /// (when [`Sender::hands_over`] or [`Sender::hands_over_copies`] says
+    /// so): its buffers become views of the heap frame `bytes` at `slots`
+    /// (offset, length; one per buffer, in order), and nothing is encoded,
+    /// checked or decoded (the frame path writes a header and the small
+    /// fields' CDR, which the subscription reads back). Every subscription
+    /// but the last gets a clone (its buffers share the frame).
     pub(crate) fn hand_over<M: Message>(
         &self,
         mut msg: M,
         bytes: Vec<u8>,
-        buffers: &[LoanedBuffer],
+        slots: impl ExactSizeIterator<Item = Slot>,
     ) -> Result<(), PublishError> {
-        let frame = self.pooled_frame(bytes);
-        let mut views = buffers.iter().map(|b| {
-            // `hands_over` checked that each buffer is in the frame, where the
-            // loan's own layout put it.
-            let offset = b.frame_offset.expect("a handed-over buffer is in the frame");
-            frame_view(&frame, offset, b.block.len()).expect("a loan's buffer lies in its frame")
-        });
-        msg.visit_buffers_mut(&mut |raw| {
-            if let Some(view) = views.next() {
-                *raw = RawBuffer::from_storage(view);
+        if slots.len() == 0 {
+            // Nothing views the frame: back to the pool, if it is one.
+            if bytes.capacity() > 0 {
+                self.recycle(FrameMut::Heap(bytes));
             }
-        });
+        } else {
+            let frame = self.pooled_frame(bytes);
+            let mut views = slots
+                .map(|(offset, len)| frame_view(&frame, offset, len).expect("a handed-over buffer lies in its frame"));
+            msg.visit_buffers_mut(&mut |raw| {
+                if let Some(view) = views.next() {
+                    *raw = RawBuffer::from_storage(view);
+                }
+            });
+        }
         let info = MessageInfo {
             publisher_id: self.id,
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed),
