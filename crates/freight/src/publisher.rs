@@ -212,7 +212,8 @@ impl<M: Message> Publisher<M> {
     /// shared by the copies), as a loan is.
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
         let sender = &self.sender;
-        if sender.hands_over_copies() {
+        let route = sender.route();
+        if sender.hands_over_copies(route) {
             // Every reader is in this process and takes an `M`: a copy of the
             // message itself, its buffers copied once, as a loan is handed
             // over (no frame to encode and decode).
@@ -226,7 +227,7 @@ impl<M: Message> Publisher<M> {
                 return sender.hand_over(msg.clone(), bytes, slots.into_iter());
             }
         }
-        send_copy(sender, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))
+        send_copy(sender, route, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))
     }
 
     /// Messages this publisher sent over DDS because `/dev/shm` had no room
@@ -326,9 +327,14 @@ pub(crate) fn send_lent<O: Outgoing>(
     }
 }
 
-/// Sends `msg`, its buffers copied once into a frame.
-pub(crate) fn send_copy<O: Outgoing>(sender: &Sender, type_hash: u64, msg: &O) -> Result<(), PublishError> {
-    let route = sender.route();
+/// Sends `msg` on `route` (the sender's, just read), its buffers copied
+/// once into a frame.
+pub(crate) fn send_copy<O: Outgoing>(
+    sender: &Sender,
+    route: Route,
+    type_hash: u64,
+    msg: &O,
+) -> Result<(), PublishError> {
     let mut sources: Vec<&RawBuffer> = Vec::new();
     msg.visit_buffers(&mut |raw| sources.push(raw));
     let meta_len = with_meta(msg, &sender.placeholder_entries(route, sources.len()), |meta| Ok(meta.len()))?;

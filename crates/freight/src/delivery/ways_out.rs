@@ -134,11 +134,12 @@ impl Sender {
     /// Whether a message given by reference (`publish_copy`) goes to the
     /// in-process subscriptions as a copy of itself ([`Sender::hand_over`]),
     /// its buffers copied once into a heap frame: as for a loan, the route
-    /// is in-process, no network reader needs it encoded, and every endpoint
-    /// of the topic in this process has the publisher's Rust type. The
-    /// caller checks that its buffers are host memory.
-    pub(crate) fn hands_over_copies(&self) -> bool {
-        !self.to_network() && self.local.one_rust_type() && self.route() == Route::Intra
+    /// (the sender's, just read) is in-process, no network reader needs it
+    /// encoded, and every endpoint of the topic in this process has the
+    /// publisher's Rust type. The caller checks that its buffers are host
+    /// memory.
+    pub(crate) fn hands_over_copies(&self, route: Route) -> bool {
+        route == Route::Intra && !self.to_network() && self.local.one_rust_type()
     }
 
     /// Publishes a message by handing it to each in-process subscription

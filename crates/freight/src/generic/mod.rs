@@ -217,7 +217,7 @@ impl GenericPublisher {
             let reason = format!("the message is a {}", msg.layout().type_name());
             return Err(PublishError::Fields { type_name: self.type_name, reason });
         }
-        send_copy(&self.sender, self.layout.hash(), msg)
+        send_copy(&self.sender, self.sender.route(), self.layout.hash(), msg)
     }
 }
 
