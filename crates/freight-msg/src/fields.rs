@@ -27,6 +27,8 @@
 
 use std::fmt;
 
+use crate::bounds::ros_name;
+
 /// A value to set a field from: what a YAML or JSON document, or a Python
 /// dictionary, parses to.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,12 +148,7 @@ impl FieldError {
 
     /// The same error, in the field `name` of the message around it.
     pub fn within(mut self, name: &str) -> FieldError {
-        let name = name.strip_prefix("r#").unwrap_or(name);
-        self.path = match self.path.as_str() {
-            "" => name.to_owned(),
-            p if p.starts_with('[') => format!("{name}{p}"),
-            p => format!("{name}.{p}"),
-        };
+        self.path = crate::bounds::within(ros_name(name), &self.path);
         self
     }
 
@@ -184,14 +181,14 @@ pub fn mapping(value: &FieldValue) -> Result<&[(String, FieldValue)], FieldError
 /// The error for a name that is none of `fields` of `message`. Used by
 /// [`message!`](crate::message!).
 pub fn unknown_field(message: &'static str, name: &str, fields: &[&str]) -> FieldError {
-    let fields = fields.iter().map(|f| f.strip_prefix("r#").unwrap_or(f)).collect::<Vec<_>>().join(", ");
+    let fields = fields.iter().map(|f| ros_name(f)).collect::<Vec<_>>().join(", ");
     FieldError::new(FieldProblem::UnknownField { message, name: name.to_owned(), fields })
 }
 
 /// Whether the mapping key `key` names the declared field `field` (a raw
 /// identifier's `r#` dropped).
 pub fn names(field: &str, key: &str) -> bool {
-    field.strip_prefix("r#").unwrap_or(field) == key
+    ros_name(field) == key
 }
 
 /// The elements of a sequence.

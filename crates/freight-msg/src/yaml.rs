@@ -284,7 +284,7 @@ impl MessageWriter<'_, '_> {
     /// Writes the next field. A leading `r#` of a raw identifier is dropped
     /// from `name`.
     pub fn field<T: YamlField + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
-        let name = name.strip_prefix("r#").unwrap_or(name);
+        let name = crate::bounds::ros_name(name);
         let (indent, slot) = (self.indent(), self.w.slot);
         match (self.fields, slot) {
             (0, Slot::Item(_)) => self.w.out.push(' '),

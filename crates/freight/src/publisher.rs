@@ -213,7 +213,7 @@ impl<M: Message> Publisher<M> {
     pub fn publish_copy(&self, msg: &M) -> Result<(), PublishError> {
         let sender = &self.sender;
         let route = sender.route();
-        if sender.hands_over_copies(route) {
+        if sender.hands_over_copies(sender.to_network(), || route) {
             // Every reader is in this process and takes an `M`: a copy of the
             // message itself, its buffers copied once, as a loan is handed
             // over (no frame to encode and decode).

@@ -109,10 +109,9 @@ pub(crate) fn serialize(
 impl Sender {
     /// Whether a written loan goes to the in-process subscriptions as it is
     /// ([`Sender::hand_over`]): its frame is a heap frame of the in-process
-    /// route, which is still the route (no subscriber in another process
-    /// came since the loan), its buffers are host memory in that frame, no
-    /// network reader needs it encoded, and every endpoint of the topic in
-    /// this process has the publisher's Rust type.
+    /// route, its buffers are host memory in that frame, and a copy would be
+    /// handed over too ([`Sender::hands_over_copies`]) on the route read now
+    /// (no subscriber in another process came since the loan).
     pub(crate) fn hands_over(
         &self,
         route: Route,
@@ -123,23 +122,21 @@ impl Sender {
         let in_frame = |b: &LoanedBuffer| {
             b.backend.kind() == BackendKind::Cpu && b.host_copy.is_none() && b.frame_offset.is_some()
         };
-        !to_network
-            && route == Route::Intra
-            && self.local.one_rust_type()
+        route == Route::Intra
             && device_readers.is_empty()
             && buffers.iter().all(in_frame)
-            && self.route() == Route::Intra
+            && self.hands_over_copies(to_network, || self.route())
     }
 
     /// Whether a message given by reference (`publish_copy`) goes to the
     /// in-process subscriptions as a copy of itself ([`Sender::hand_over`]),
-    /// its buffers copied once into a heap frame: as for a loan, the route
-    /// (the sender's, just read) is in-process, no network reader needs it
-    /// encoded, and every endpoint of the topic in this process has the
-    /// publisher's Rust type. The caller checks that its buffers are host
-    /// memory.
-    pub(crate) fn hands_over_copies(&self, route: Route) -> bool {
-        route == Route::Intra && !self.to_network() && self.local.one_rust_type()
+    /// its buffers copied once into a heap frame; for a loan, what it needs
+    /// besides. No network reader needs the message encoded, every endpoint
+    /// of the topic in this process has the publisher's Rust type, and the
+    /// `route` (read last: it scans the subscriber list) is in-process. The
+    /// caller checks that the buffers are host memory.
+    pub(crate) fn hands_over_copies(&self, to_network: bool, route: impl FnOnce() -> Route) -> bool {
+        !to_network && self.local.one_rust_type() && route() == Route::Intra
     }
 
     /// Publishes a message by handing it to each in-process subscription
