@@ -45,6 +45,7 @@ mod fd_limit;
 mod frame;
 pub mod generic;
 pub mod graph;
+mod iox_service;
 mod limits;
 mod loan;
 mod local_plane;

@@ -25,7 +25,7 @@ use crate::limits::Limits;
 use crate::sync::lock;
 
 /// The iceoryx2 service flavour: thread-safe ports, so endpoints are `Send + Sync`.
-pub(crate) type Ipc = ipc_threadsafe::Service;
+pub(crate) type Ipc = crate::iox_service::Service;
 pub(crate) type DataService = iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], ()>;
 pub(crate) type EventService = iceoryx2::service::port_factory::event::PortFactory<Ipc>;
 

@@ -55,8 +55,8 @@ impl std::fmt::Debug for ShmFrame {
 
 // SAFETY: the frame is a read-only view of shared memory that stays mapped and
 // unchanged while the sample (owned here) lives; freight only reads it. The
-// sample is released on drop, which iceoryx2's thread-safe services allow from
-// any thread.
+// sample is released on drop, which freight's thread-safe service
+// (`iox_service`) allows from any thread.
 unsafe impl Send for ShmFrame {}
 // SAFETY: as above; shared access is read-only.
 unsafe impl Sync for ShmFrame {}
