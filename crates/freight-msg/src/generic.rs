@@ -237,8 +237,8 @@ impl GenericMessage {
     }
 
     /// As [`new`](Self::new), for a message that arrived in parts (a service
-    /// request without its header): it is not held to its bounds, as no
-    /// received message is.
+    /// request without its header) or a copy of one made before: it is not
+    /// held to its bounds, as no received message is.
     pub fn received(layout: Arc<MessageLayout>, fields: Vec<u8>, buffers: Vec<RawBuffer>) -> Result<Self, DecodeError> {
         Self::made(layout, fields, buffers, Bounds::Ignore)
     }

@@ -233,9 +233,10 @@ pub(crate) enum Handed {
     /// A frame, read as one from shared memory is (its buffers may be device
     /// memory the subscription negotiates).
     Frame(Frame),
-    /// A received message as it is, `Sample<M>` of the topic's type: a loan of
-    /// host memory published while every reader is in this process, handed
-    /// over without encoding it (no device holds to give back).
+    /// A received message as it is, `Sample<M>` of the topic's type (a
+    /// `GenericSample` between generic endpoints): a message in host memory
+    /// published while every reader is in this process, handed over without
+    /// encoding it (no device holds to give back).
     Sample(Box<dyn Any + Send>),
 }
 

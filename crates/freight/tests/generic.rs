@@ -202,6 +202,64 @@ fn generic_and_typed_endpoints_meet_in_one_process() {
     assert!(typed_sub.try_take().unwrap().is_none(), "a refused message was delivered");
 }
 
+#[test]
+fn generic_endpoints_alone_in_one_process_hand_a_message_over_as_it_is() {
+    // Every reader a generic subscription here: the message itself goes to
+    // the queues, nothing encoded. Loans that leave 8 bytes for the small
+    // fields show it: a frame of this publisher has no room for an image's,
+    // a message handed over needs none.
+    let node = node("generic_handover");
+    let t = topic("handover");
+    let layout = image_layout();
+    let subs: Vec<_> = (0..2)
+        .map(|_| node.create_generic_subscription(&t, layout.clone(), 5, SubscriptionOptions::default()).unwrap())
+        .collect();
+    let options = PublisherOptions { meta_reserve: 8, ..Default::default() };
+    let publisher = node.create_generic_publisher(&t, layout.clone(), 5, options).unwrap();
+
+    let mut loan = publisher.loan_buffers(&[64]).unwrap();
+    let lent_at = loan.buffer_uninit_mut(0).unwrap().as_ptr() as usize;
+    loan.write_buffer_from_host(0, 0, image(1, 64).data.as_bytes().unwrap()).unwrap();
+    // SAFETY: the one buffer was written whole.
+    publisher.publish(unsafe { loan.assume_init() }, image_fields(1)).expect("handed over: no frame holds the fields");
+    let copy = GenericMessage::new(layout.clone(), image_fields(2), vec![image(2, 32).data.raw().clone()]).unwrap();
+    publisher.publish_copy(&copy).unwrap();
+    let mut copies = Vec::new();
+    for sub in &subs {
+        let s = sub.take(T).unwrap().expect("the loan");
+        assert_eq!((s.info.sequence, s.info.transport), (0, Transport::Intra));
+        assert_eq!(s.buffers()[0].host_bytes().unwrap().as_ptr() as usize, lent_at, "the loan's own memory");
+        assert_eq!(typed::<Image>(&s.message), image(1, 64));
+        let s = sub.take(T).unwrap().expect("the copy");
+        assert_eq!(s.info.sequence, 1);
+        assert_eq!(typed::<Image>(&s.message), image(2, 32));
+        let at = s.buffers()[0].host_bytes().unwrap().as_ptr() as usize;
+        assert_ne!(at, copy.buffers()[0].host_bytes().unwrap().as_ptr() as usize, "a copy, not the publisher's memory");
+        copies.push(at);
+    }
+    assert_eq!(copies[0], copies[1], "both subscriptions view one copy");
+
+    // Fields that do not follow the layout are refused on this way too.
+    let loan = publisher.loan_buffers(&[8]).unwrap();
+    let mut no_buffer = image_fields(3);
+    no_buffer.truncate(no_buffer.len() - 4);
+    // SAFETY: never published: the fields are refused first.
+    let e = publisher.publish(unsafe { loan.assume_init() }, no_buffer).unwrap_err();
+    assert!(matches!(e, PublishError::Fields { .. }), "{e}");
+    // A typed subscription joins: messages go as frames again, and this
+    // publisher's have no room for the fields.
+    let typed_sub = node.create_subscription::<Image>(&t, 5).unwrap();
+    let mut loan = publisher.loan_buffers(&[8]).unwrap();
+    loan.write_buffer_from_host(0, 0, &[0; 8]).unwrap();
+    // SAFETY: the one buffer was written whole.
+    let e = publisher.publish(unsafe { loan.assume_init() }, image_fields(4)).unwrap_err();
+    assert!(matches!(e, PublishError::MetaTooLarge { .. }), "{e}");
+    assert!(typed_sub.try_take().unwrap().is_none(), "a refused message was delivered");
+    for sub in &subs {
+        assert!(sub.try_take().unwrap().is_none(), "a refused message was delivered");
+    }
+}
+
 freight::message! {
     /// Bytes to sum.
     pub struct SumRequest = "freight_test/srv/Sum_Request" {

@@ -2,8 +2,8 @@
 //! frame by pointer; to shared memory through the iceoryx2 port; to the
 //! network as CDR.
 //!
-//! [`Sender::hand_over`] is the one place a message goes to in-process
-//! subscriptions without a frame, [`Sender::deliver`] the one place a local
+//! [`Sender::hand_over_sample`] is the one place a message goes to
+//! in-process subscriptions without a frame, [`Sender::deliver`] the one place a local
 //! frame is sent, [`Sender::send_network`] the one place a message is written
 //! to DDS.
 
@@ -144,29 +144,52 @@ impl Sender {
     /// so): its buffers become views of the heap frame `bytes` at `slots`
     /// (offset, length; one per buffer, in order), and nothing is encoded,
     /// checked or decoded (the frame path writes a header and the small
-    /// fields' CDR, which the subscription reads back). Every subscription
-    /// but the last gets a clone (its buffers share the frame).
+    /// fields' CDR, which the subscription reads back).
     pub(crate) fn hand_over<M: Message>(
         &self,
         mut msg: M,
         bytes: Vec<u8>,
         slots: impl ExactSizeIterator<Item = Slot>,
     ) -> Result<(), PublishError> {
-        if slots.len() == 0 {
-            // Nothing views the frame: back to the pool, if it is one.
+        let mut views = self.heap_views(bytes, slots);
+        msg.visit_buffers_mut(&mut |raw| {
+            if let Some(view) = views.next() {
+                *raw = view;
+            }
+        });
+        self.hand_over_sample(|info| Sample { msg, info })
+    }
+
+    /// Views of the heap frame `bytes` at `slots`, for a message handed over:
+    /// the frame goes back to this publisher's pool when the last view is
+    /// dropped (at once, with no slots).
+    pub(crate) fn heap_views(
+        &self,
+        bytes: Vec<u8>,
+        slots: impl ExactSizeIterator<Item = Slot>,
+    ) -> impl Iterator<Item = RawBuffer> {
+        let frame = if slots.len() == 0 {
             if bytes.capacity() > 0 {
                 self.recycle(FrameMut::Heap(bytes));
             }
+            None
         } else {
-            let frame = self.pooled_frame(bytes);
-            let mut views = slots
-                .map(|(offset, len)| frame_view(&frame, offset, len).expect("a handed-over buffer lies in its frame"));
-            msg.visit_buffers_mut(&mut |raw| {
-                if let Some(view) = views.next() {
-                    *raw = RawBuffer::from_storage(view);
-                }
-            });
-        }
+            Some(self.pooled_frame(bytes))
+        };
+        slots.map(move |(offset, len)| {
+            let frame = frame.as_ref().expect("a frame where there are slots");
+            RawBuffer::from_storage(frame_view(frame, offset, len).expect("a handed-over buffer lies in its frame"))
+        })
+    }
+
+    /// Hands each in-process subscription the sample `sample` makes of this
+    /// message's [`MessageInfo`]: a [`Sample`] of a Rust type, or a generic
+    /// subscription's sample. Every subscription but the last gets a clone
+    /// (buffers that view a heap frame share it).
+    pub(crate) fn hand_over_sample<S: Clone + Send + 'static>(
+        &self,
+        sample: impl FnOnce(MessageInfo) -> S,
+    ) -> Result<(), PublishError> {
         let info = MessageInfo {
             publisher_id: self.id,
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed),
@@ -174,7 +197,7 @@ impl Sender {
             transport: Transport::Intra,
             backend: BackendKind::Cpu,
         };
-        let mut sample = Some(Sample { msg, info });
+        let mut sample = Some(sample(info));
         let (wake, missed) = self.local.with_subscribers(|subscribers| {
             let (mut wake, mut missed) = (false, 0);
             for (i, q) in subscribers.iter().enumerate() {

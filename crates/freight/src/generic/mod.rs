@@ -7,10 +7,12 @@
 //! small fields as CDR with buffer ordinals, and its buffers. Both ends take
 //! every route a typed endpoint takes (in the process, shared memory, DDS),
 //! and match typed endpoints of the same definition, since the layout
-//! carries their type hash. The one thing they skip is the in-process
-//! hand-over of a typed message by pointer, which needs the Rust type.
-//! Services of a run-time type are [`GenericServiceServer`] and
-//! [`GenericClient`].
+//! carries their type hash. When every reader is a generic subscription in
+//! the process, a message is handed over as it is, its buffers in a heap
+//! frame (no frame header, no encode or decode), as a typed one is between
+//! endpoints of its Rust type; a typed endpoint and a generic one of the same
+//! type meet through frames. Services of a run-time type are
+//! [`GenericServiceServer`] and [`GenericClient`].
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -55,7 +57,9 @@ pub use freight_msg::ElementInfo;
 use freight_msg::{BackendKind, DeviceView, RawBuffer};
 pub use service::{GenericClient, GenericPendingCall, GenericServiceServer};
 
-use crate::delivery::{decode_frame, decode_network, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender};
+use crate::delivery::{
+    decode_frame, decode_network, Arrival, FrameMut, FullQueues, Lent, MessageType, Receiver, Route, Sender,
+};
 use crate::error::{CreateError, LoanError, PublishError, TakeError};
 use crate::node::Node;
 use crate::publisher::{send_copy, send_lent, PublisherOptions};
@@ -93,7 +97,8 @@ impl Node {
 
 /// The delivery layer's view of a generic type. Its Rust type is
 /// [`GenericMessage`] whatever the layout, so no typed publisher hands a
-/// message over to a generic subscription by pointer.
+/// message over to a generic subscription, nor a generic publisher to a typed
+/// one; generic endpoints of one topic have one layout (its type hash).
 fn message_type(layout: &MessageLayout) -> MessageType {
     MessageType {
         name: interned(layout.type_name()),
@@ -199,25 +204,56 @@ impl GenericPublisher {
     /// loan's buffers named by their ordinals 0, 1, … in order). Nothing is
     /// copied but the small fields.
     pub fn publish(&self, loan: GenericLoan, fields: Vec<u8>) -> Result<(), PublishError> {
-        let lent = loan.lent;
-        lent.check_owner(&self.sender)?;
+        let sender = &self.sender;
+        loan.lent.check_owner(sender)?;
+        let Lent { owner, frame, buffers, route, device_readers, kind } = loan.lent;
+        let to_network = route == Route::Spill || sender.to_network();
+        let frame = match frame {
+            FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
+                let slots = buffers.iter().map(|b| {
+                    let offset = b.frame_offset.expect("`hands_over` checked that each buffer is in the frame");
+                    (offset, b.block.len())
+                });
+                let views = sender.heap_views(bytes, slots).collect();
+                let msg =
+                    GenericMessage::new(self.layout.clone(), fields, views).map_err(|e| unmade(self.type_name, e))?;
+                return sender.hand_over_sample(|info| GenericSample { message: msg, info });
+            }
+            frame => frame,
+        };
+        let lent = Lent { owner, frame, buffers, route, device_readers, kind };
         // The loan's slots, in order: what `fields` must name.
         let slots = (0..lent.buffers.len())
             .map(|i| RawBuffer::loan_slot(i as u32, lent.buffers[i].block.len(), lent.kind))
             .collect();
         let msg = GenericMessage::new(self.layout.clone(), fields, slots).map_err(|e| unmade(self.type_name, e))?;
-        let to_network = lent.route == Route::Spill || self.sender.to_network();
-        send_lent(&self.sender, self.layout.hash(), &msg, lent, to_network)
+        send_lent(sender, self.layout.hash(), &msg, lent, to_network)
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied
-    /// once into the frame.
+    /// once into the frame. When every reader is a generic subscription in
+    /// this process, each gets a copy of the message itself, its buffers
+    /// copied once into a heap frame that the copies share.
     pub fn publish_copy(&self, msg: &GenericMessage) -> Result<(), PublishError> {
         if msg.layout().hash() != self.layout.hash() {
             let reason = format!("the message is a {}", msg.layout().type_name());
             return Err(PublishError::Fields { type_name: self.type_name, reason });
         }
-        send_copy(&self.sender, self.sender.route(), self.layout.hash(), msg)
+        let sender = &self.sender;
+        let route = sender.route();
+        if sender.hands_over_copies(sender.to_network(), || route) {
+            let host: Option<Vec<&[u8]>> = msg.buffers().iter().map(RawBuffer::host_bytes).collect();
+            if let Some(host) = host {
+                let (bytes, slots) = sender.copy_to_heap(&host)?;
+                let views = sender.heap_views(bytes, slots.into_iter()).collect();
+                // Not held to its bounds: the frame path does not check them
+                // either (`GenericMessage::new` did, for a message made here).
+                let copy = GenericMessage::received(msg.layout().clone(), msg.fields().to_vec(), views)
+                    .map_err(|e| unmade(self.type_name, e))?;
+                return sender.hand_over_sample(|info| GenericSample { message: copy, info });
+            }
+        }
+        send_copy(sender, route, self.layout.hash(), msg)
     }
 }
 
@@ -382,10 +418,14 @@ impl GenericSubscription {
         let (message, info) = match self.inner.next()? {
             Some(Arrival::Frame(frame, transport)) => decode_frame(&self.inner, frame, transport, ty, read)?,
             Some(Arrival::Cdr(sample)) => decode_network(&self.inner, sample, read)?,
-            // Publishers hand a message over only to endpoints of their own
-            // Rust type, which a generic subscription never has.
-            Some(Arrival::Sample(_)) => {
-                return Err(TakeError::WrongType { expected: ty.0, expected_hash: ty.1, found: 0 })
+            // Handed over only while every endpoint of the topic in this
+            // process is generic (`LocalTopic::one_rust_type`), so this is a
+            // `GenericSample`; the error is a guard, not a path.
+            Some(Arrival::Sample(sample)) => {
+                return match sample.downcast::<GenericSample>() {
+                    Ok(sample) => Ok(Some(*sample)),
+                    Err(_) => Err(TakeError::WrongType { expected: ty.0, expected_hash: ty.1, found: 0 }),
+                }
             }
             None => return Ok(None),
         };
