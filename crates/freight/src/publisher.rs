@@ -14,7 +14,7 @@ use std::sync::Arc;
 use freight_msg::message::{write_inline, InlineBuffers};
 use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 
-use crate::delivery::{serialize, Exported, FrameMut, FullQueues, Lent, MessageType, Route, Sender};
+use crate::delivery::{loan_slots, serialize, Exported, FullQueues, Lent, MessageType, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Outgoing, Typed};
 use crate::loan::{Loan, LoanUninit};
@@ -186,22 +186,13 @@ impl<M: Message> Publisher<M> {
         let sender = &self.sender;
         lent.check_owner(sender)?;
         check_slots(&Typed(&msg))?;
-        let Lent { owner, frame, buffers, route, device_readers, kind } = lent;
         // Decided once per publish; without network readers nothing below
         // allocates or serializes for them. A spilled loan goes over DDS only.
-        let to_network = route == Route::Spill || sender.to_network();
-        let frame = match frame {
-            FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
-                let slots = buffers.iter().map(|b| {
-                    let offset = b.frame_offset.expect("`hands_over` checked that each buffer is in the frame");
-                    (offset, b.block.len())
-                });
-                return sender.hand_over(msg, bytes, slots);
-            }
-            frame => frame,
-        };
-        let lent = Lent { owner, frame, buffers, route, device_readers, kind };
-        send_lent(sender, M::TYPE_HASH, &Typed(&msg), lent, to_network)
+        let to_network = lent.route == Route::Spill || sender.to_network();
+        match sender.to_hand_over(lent, to_network) {
+            Ok((bytes, buffers)) => sender.hand_over(msg, bytes, loan_slots(&buffers)),
+            Err(lent) => send_lent(sender, M::TYPE_HASH, &Typed(&msg), lent, to_network),
+        }
     }
 
     /// Publishes a message held in ordinary memory: its buffers are copied once

@@ -15,7 +15,8 @@
 //!    [`Sender::hand_over`] (`ways_out.rs`): on the in-process route with
 //!    host buffers and no network reader the message itself goes to each
 //!    in-process queue, nothing encoded (`Publisher::publish_copy` too,
-//!    its buffers copied once). Otherwise it encodes the small
+//!    its buffers copied once; a generic publisher's message likewise, to
+//!    generic subscriptions). Otherwise it encodes the small
 //!    fields (`frame.rs`);
 //!    [`Sender::export`] exports the buffers, holding device blocks for
 //!    their readers ([`holds`]), and [`ways_out`] sends the frame: by pointer
@@ -57,7 +58,7 @@ mod ways_out;
 pub(crate) use import::{decode, decode_cdr, decode_frame, decode_network};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
-pub(crate) use ways_out::serialize;
+pub(crate) use ways_out::{loan_slots, serialize};
 
 /// What a publish does with a subscription's full queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use freight_backend::{frame_view, FrameMemory, HeapFrame};
 use freight_msg::{BackendKind, CdrWriter, EncodeError, Message, RawBuffer};
 
 use super::unattached::Sent;
-use super::{FrameMut, FullQueues, LoanedBuffer, Route, Sender, Slot};
+use super::{FrameMut, FullQueues, Lent, LoanedBuffer, Route, Sender, Slot};
 use crate::endpoint::WaitMode;
 use crate::error::{PublishError, ShmError};
 use crate::frame::Entry;
@@ -106,26 +106,39 @@ pub(crate) fn serialize(
     Ok(w.finish())
 }
 
+/// Where each buffer of a loan taken apart by [`Sender::to_hand_over`] lies
+/// in its frame.
+pub(crate) fn loan_slots(buffers: &[LoanedBuffer]) -> impl ExactSizeIterator<Item = Slot> + '_ {
+    buffers.iter().map(|b| {
+        let offset = b.frame_offset.expect("`to_hand_over` checked that each buffer is in the frame");
+        (offset, b.block.len())
+    })
+}
+
 impl Sender {
-    /// Whether a written loan goes to the in-process subscriptions as it is
-    /// ([`Sender::hand_over`]): its frame is a heap frame of the in-process
-    /// route, its buffers are host memory in that frame, and a copy would be
-    /// handed over too ([`Sender::hands_over_copies`]) on the route read now
-    /// (no subscriber in another process came since the loan).
-    pub(crate) fn hands_over(
-        &self,
-        route: Route,
-        buffers: &[LoanedBuffer],
-        device_readers: &[u32],
-        to_network: bool,
-    ) -> bool {
+    /// Takes a written loan apart for [`Sender::hand_over`] when it goes to
+    /// the in-process subscriptions as it is: its frame is a heap frame of
+    /// the in-process route, its buffers are host memory in that frame, and
+    /// a copy would be handed over too ([`Sender::hands_over_copies`]) on the
+    /// route read now (no subscriber in another process came since the
+    /// loan). Returns the frame and the buffers (where each lies in it:
+    /// [`loan_slots`]); any other loan comes back whole.
+    pub(crate) fn to_hand_over(&self, lent: Lent, to_network: bool) -> Result<(Vec<u8>, Vec<LoanedBuffer>), Lent> {
         let in_frame = |b: &LoanedBuffer| {
             b.backend.kind() == BackendKind::Cpu && b.host_copy.is_none() && b.frame_offset.is_some()
         };
-        route == Route::Intra
-            && device_readers.is_empty()
-            && buffers.iter().all(in_frame)
-            && self.hands_over_copies(to_network, || self.route())
+        let Lent { owner, frame, buffers, route, device_readers, kind } = lent;
+        match frame {
+            FrameMut::Heap(bytes)
+                if route == Route::Intra
+                    && device_readers.is_empty()
+                    && buffers.iter().all(in_frame)
+                    && self.hands_over_copies(to_network, || self.route()) =>
+            {
+                Ok((bytes, buffers))
+            }
+            frame => Err(Lent { owner, frame, buffers, route, device_readers, kind }),
+        }
     }
 
     /// Whether a message given by reference (`publish_copy`) goes to the
@@ -140,7 +153,7 @@ impl Sender {
     }
 
     /// Publishes a message by handing it to each in-process subscription
-    /// (when [`Sender::hands_over`] or [`Sender::hands_over_copies`] says
+    /// (when [`Sender::to_hand_over`] or [`Sender::hands_over_copies`] says
     /// so): its buffers become views of the heap frame `bytes` at `slots`
     /// (offset, length; one per buffer, in order), and nothing is encoded,
     /// checked or decoded (the frame path writes a header and the small

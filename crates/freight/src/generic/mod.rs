@@ -58,7 +58,7 @@ use freight_msg::{BackendKind, DeviceView, RawBuffer};
 pub use service::{GenericClient, GenericPendingCall, GenericServiceServer};
 
 use crate::delivery::{
-    decode_frame, decode_network, Arrival, FrameMut, FullQueues, Lent, MessageType, Receiver, Route, Sender,
+    decode_frame, decode_network, loan_slots, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender,
 };
 use crate::error::{CreateError, LoanError, PublishError, TakeError};
 use crate::node::Node;
@@ -205,23 +205,18 @@ impl GenericPublisher {
     /// copied but the small fields.
     pub fn publish(&self, loan: GenericLoan, fields: Vec<u8>) -> Result<(), PublishError> {
         let sender = &self.sender;
-        loan.lent.check_owner(sender)?;
-        let Lent { owner, frame, buffers, route, device_readers, kind } = loan.lent;
-        let to_network = route == Route::Spill || sender.to_network();
-        let frame = match frame {
-            FrameMut::Heap(bytes) if sender.hands_over(route, &buffers, &device_readers, to_network) => {
-                let slots = buffers.iter().map(|b| {
-                    let offset = b.frame_offset.expect("`hands_over` checked that each buffer is in the frame");
-                    (offset, b.block.len())
-                });
-                let views = sender.heap_views(bytes, slots).collect();
+        let lent = loan.lent;
+        lent.check_owner(sender)?;
+        let to_network = lent.route == Route::Spill || sender.to_network();
+        let lent = match sender.to_hand_over(lent, to_network) {
+            Ok((bytes, buffers)) => {
+                let views = sender.heap_views(bytes, loan_slots(&buffers)).collect();
                 let msg =
                     GenericMessage::new(self.layout.clone(), fields, views).map_err(|e| unmade(self.type_name, e))?;
                 return sender.hand_over_sample(|info| GenericSample { message: msg, info });
             }
-            frame => frame,
+            Err(lent) => lent,
         };
-        let lent = Lent { owner, frame, buffers, route, device_readers, kind };
         // The loan's slots, in order: what `fields` must name.
         let slots = (0..lent.buffers.len())
             .map(|i| RawBuffer::loan_slot(i as u32, lent.buffers[i].block.len(), lent.kind))
