@@ -57,9 +57,9 @@ impl iceoryx2::service::Service for Service {
 
 impl iceoryx2::service::internal::ServiceInternal<Service> for Service {}
 
-/// A port's state shared by the port and its samples, behind a reentrant lock:
-/// iceoryx2 locks the state again while it holds it (a sample released inside
-/// a publisher's call), as `MutexProtected`'s recursive mutex allows.
+/// A port's state shared by the port and its samples, behind a reentrant lock,
+/// as `MutexProtected`'s mutex is recursive: iceoryx2 may lock a state again
+/// on the thread that holds it.
 #[derive(Debug)]
 pub(crate) struct Reentrant<T> {
     state: Arc<ReentrantMutex<T>>,
@@ -133,7 +133,7 @@ mod tests {
     fn a_port_state_locks_again_on_the_thread_that_holds_it_and_is_shared_by_its_clones() {
         let state = Reentrant::new(State(7)).unwrap();
         let held = state.lock();
-        // iceoryx2 re-enters: a sample released inside a port's own call.
+        // Locked again on the thread that holds it, as a recursive mutex allows.
         let clone = state.clone();
         let again = clone.lock();
         assert_eq!((held.0, again.0), (7, 7));

@@ -100,8 +100,8 @@ pub(crate) enum FrameMut {
 }
 
 // SAFETY: the raw pointer is the payload of the sample held beside it, which
-// freight's thread-safe service (`iox_service`) lets move between threads; it is only used by the
-// owner of the frame.
+// freight's thread-safe service (`iox_service`) lets move between threads; it
+// is only used by the owner of the frame.
 unsafe impl Send for FrameMut {}
 
 impl FrameMut {

@@ -3,9 +3,9 @@
 //! network as CDR.
 //!
 //! [`Sender::hand_over_sample`] is the one place a message goes to
-//! in-process subscriptions without a frame, [`Sender::deliver`] the one place a local
-//! frame is sent, [`Sender::send_network`] the one place a message is written
-//! to DDS.
+//! in-process subscriptions without a frame, [`Sender::deliver`] the one
+//! place a local frame is sent, [`Sender::send_network`] the one place a
+//! message is written to DDS.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
