@@ -14,7 +14,7 @@ use std::sync::Arc;
 use freight_msg::message::{write_inline, InlineBuffers};
 use freight_msg::{BackendKind, BufferEncoder, CdrWriter, ElementInfo, EncodeError, Message, RawBuffer};
 
-use crate::delivery::{loan_slots, serialize, Exported, FullQueues, Lent, MessageType, Route, Sender};
+use crate::delivery::{serialize, Exported, FullQueues, Lent, MessageType, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError};
 use crate::frame::{encode_meta, Entry, Outgoing, Typed};
 use crate::loan::{Loan, LoanUninit};
@@ -190,7 +190,7 @@ impl<M: Message> Publisher<M> {
         // allocates or serializes for them. A spilled loan goes over DDS only.
         let to_network = lent.route == Route::Spill || sender.to_network();
         match sender.to_hand_over(lent, to_network) {
-            Ok((bytes, buffers)) => sender.hand_over(msg, bytes, loan_slots(&buffers)),
+            Ok((bytes, buffers)) => sender.hand_over(msg, sender.loan_views(bytes, &buffers)),
             Err(lent) => send_lent(sender, M::TYPE_HASH, &Typed(&msg), lent, to_network),
         }
     }
@@ -214,8 +214,8 @@ impl<M: Message> Publisher<M> {
                 _ => host = None,
             });
             if let Some(host) = host {
-                let (bytes, slots) = sender.copy_to_heap(&host)?;
-                return sender.hand_over(msg.clone(), bytes, slots.into_iter());
+                let views = sender.copy_to_heap(&host)?;
+                return sender.hand_over(msg.clone(), views);
             }
         }
         send_copy(sender, route, M::TYPE_HASH, &Typed(msg)).map_err(|e| e.of_type(M::TYPE_NAME))

@@ -58,7 +58,7 @@ mod ways_out;
 pub(crate) use import::{decode, decode_cdr, decode_frame, decode_network};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
-pub(crate) use ways_out::{loan_slots, serialize};
+pub(crate) use ways_out::serialize;
 
 /// What a publish does with a subscription's full queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

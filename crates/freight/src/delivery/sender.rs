@@ -558,21 +558,21 @@ impl Sender {
     }
 
     /// Copies `sources` into a heap frame, for a message `publish_copy` hands
-    /// over in this process: the frame, and the offset and length of each
-    /// buffer in it. No buffers, no frame.
-    pub(crate) fn copy_to_heap(&self, sources: &[&[u8]]) -> Result<(Vec<u8>, Vec<Slot>), PublishError> {
+    /// over in this process: a view of each buffer's copy, in order, which
+    /// share the frame. No buffers, no frame.
+    pub(crate) fn copy_to_heap(&self, sources: &[&[u8]]) -> Result<impl Iterator<Item = RawBuffer>, PublishError> {
         if sources.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(self.heap_views(Vec::new(), Vec::new().into_iter()));
         }
         let lens: Vec<usize> = sources.iter().map(|s| s.len()).collect();
         let lay = self.frame_layout(0, &lens)?;
-        let mut bytes = self.heap_frame(lay.total)?;
         let slots: Vec<Slot> = lay.slots(&lens).zip(lens.iter().copied()).collect();
+        let mut bytes = self.heap_frame(lay.total)?;
         for (src, &(offset, len)) in sources.iter().zip(&slots) {
             // `layout` placed each slot inside `total` bytes.
             bytes[offset..offset + len].copy_from_slice(src);
         }
-        Ok((bytes, slots))
+        Ok(self.heap_views(bytes, slots.into_iter()))
     }
 
     /// Writes the frame header (with the next sequence number and the time

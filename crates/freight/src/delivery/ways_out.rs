@@ -106,23 +106,14 @@ pub(crate) fn serialize(
     Ok(w.finish())
 }
 
-/// Where each buffer of a loan taken apart by [`Sender::to_hand_over`] lies
-/// in its frame.
-pub(crate) fn loan_slots(buffers: &[LoanedBuffer]) -> impl ExactSizeIterator<Item = Slot> + '_ {
-    buffers.iter().map(|b| {
-        let offset = b.frame_offset.expect("`to_hand_over` checked that each buffer is in the frame");
-        (offset, b.block.len())
-    })
-}
-
 impl Sender {
     /// Takes a written loan apart for [`Sender::hand_over`] when it goes to
     /// the in-process subscriptions as it is: its frame is a heap frame of
     /// the in-process route, its buffers are host memory in that frame, and
     /// a copy would be handed over too ([`Sender::hands_over_copies`]) on the
     /// route read now (no subscriber in another process came since the
-    /// loan). Returns the frame and the buffers (where each lies in it:
-    /// [`loan_slots`]); any other loan comes back whole.
+    /// loan). Returns the frame and the buffers, whose views
+    /// [`Sender::loan_views`] makes; any other loan comes back whole.
     pub(crate) fn to_hand_over(&self, lent: Lent, to_network: bool) -> Result<(Vec<u8>, Vec<LoanedBuffer>), Lent> {
         let in_frame = |b: &LoanedBuffer| {
             b.backend.kind() == BackendKind::Cpu && b.host_copy.is_none() && b.frame_offset.is_some()
@@ -141,6 +132,20 @@ impl Sender {
         }
     }
 
+    /// Views of the buffers of a loan [`Sender::to_hand_over`] took apart, in
+    /// its heap frame `bytes`.
+    pub(crate) fn loan_views<'a>(
+        &'a self,
+        bytes: Vec<u8>,
+        buffers: &'a [LoanedBuffer],
+    ) -> impl Iterator<Item = RawBuffer> + 'a {
+        let slots = buffers.iter().map(|b| {
+            let offset = b.frame_offset.expect("`to_hand_over` checked that each buffer is in the frame");
+            (offset, b.block.len())
+        });
+        self.heap_views(bytes, slots)
+    }
+
     /// Whether a message given by reference (`publish_copy`) goes to the
     /// in-process subscriptions as a copy of itself ([`Sender::hand_over`]),
     /// its buffers copied once into a heap frame; for a loan, what it needs
@@ -154,17 +159,15 @@ impl Sender {
 
     /// Publishes a message by handing it to each in-process subscription
     /// (when [`Sender::to_hand_over`] or [`Sender::hands_over_copies`] says
-    /// so): its buffers become views of the heap frame `bytes` at `slots`
-    /// (offset, length; one per buffer, in order), and nothing is encoded,
-    /// checked or decoded (the frame path writes a header and the small
-    /// fields' CDR, which the subscription reads back).
+    /// so): its buffers become `views` (of a heap frame, one per buffer, in
+    /// order), and nothing is encoded, checked or decoded (the frame path
+    /// writes a header and the small fields' CDR, which the subscription
+    /// reads back).
     pub(crate) fn hand_over<M: Message>(
         &self,
         mut msg: M,
-        bytes: Vec<u8>,
-        slots: impl ExactSizeIterator<Item = Slot>,
+        mut views: impl Iterator<Item = RawBuffer>,
     ) -> Result<(), PublishError> {
-        let mut views = self.heap_views(bytes, slots);
         msg.visit_buffers_mut(&mut |raw| {
             if let Some(view) = views.next() {
                 *raw = view;
@@ -176,7 +179,7 @@ impl Sender {
     /// Views of the heap frame `bytes` at `slots`, for a message handed over:
     /// the frame goes back to this publisher's pool when the last view is
     /// dropped (at once, with no slots).
-    pub(crate) fn heap_views(
+    pub(super) fn heap_views(
         &self,
         bytes: Vec<u8>,
         slots: impl ExactSizeIterator<Item = Slot>,

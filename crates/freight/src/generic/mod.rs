@@ -57,9 +57,7 @@ pub use freight_msg::ElementInfo;
 use freight_msg::{BackendKind, DeviceView, RawBuffer};
 pub use service::{GenericClient, GenericPendingCall, GenericServiceServer};
 
-use crate::delivery::{
-    decode_frame, decode_network, loan_slots, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender,
-};
+use crate::delivery::{decode_frame, decode_network, Arrival, FullQueues, Lent, MessageType, Receiver, Route, Sender};
 use crate::error::{CreateError, LoanError, PublishError, TakeError};
 use crate::node::Node;
 use crate::publisher::{send_copy, send_lent, PublisherOptions};
@@ -210,9 +208,9 @@ impl GenericPublisher {
         let to_network = lent.route == Route::Spill || sender.to_network();
         let lent = match sender.to_hand_over(lent, to_network) {
             Ok((bytes, buffers)) => {
-                let views = sender.heap_views(bytes, loan_slots(&buffers)).collect();
                 let msg =
-                    GenericMessage::new(self.layout.clone(), fields, views).map_err(|e| unmade(self.type_name, e))?;
+                    GenericMessage::new(self.layout.clone(), fields, sender.loan_views(bytes, &buffers).collect())
+                        .map_err(|e| unmade(self.type_name, e))?;
                 return sender.hand_over_sample(|info| GenericSample { message: msg, info });
             }
             Err(lent) => lent,
@@ -239,11 +237,10 @@ impl GenericPublisher {
         if sender.hands_over_copies(sender.to_network(), || route) {
             let host: Option<Vec<&[u8]>> = msg.buffers().iter().map(RawBuffer::host_bytes).collect();
             if let Some(host) = host {
-                let (bytes, slots) = sender.copy_to_heap(&host)?;
-                let views = sender.heap_views(bytes, slots.into_iter()).collect();
+                let views = sender.copy_to_heap(&host)?;
                 // Not held to its bounds: the frame path does not check them
                 // either (`GenericMessage::new` did, for a message made here).
-                let copy = GenericMessage::received(msg.layout().clone(), msg.fields().to_vec(), views)
+                let copy = GenericMessage::received(msg.layout().clone(), msg.fields().to_vec(), views.collect())
                     .map_err(|e| unmade(self.type_name, e))?;
                 return sender.hand_over_sample(|info| GenericSample { message: copy, info });
             }
