@@ -19,6 +19,9 @@ use iceoryx2::prelude::CallbackProgression;
 use crate::sync::lock;
 use crate::topic::Ipc;
 
+/// A process of the host: the inode of its pid namespace (if known) and its pid.
+pub(crate) type Process = (Option<u32>, u32);
+
 /// The inode of this process's pid namespace (`/proc/self/ns/pid`), once
 /// read; `None` without `/proc`.
 pub(crate) fn pid_namespace() -> Option<u32> {

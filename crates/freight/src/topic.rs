@@ -1,11 +1,11 @@
-//! A topic on the local plane: its iceoryx2 services and its in-process
+//! A topic on the local plane: its iceoryx2 service and its in-process
 //! subscriptions.
 //!
-//! Each topic is two iceoryx2 services: `freight/<domain><topic>`, a `[u8]`
-//! publish-subscribe service carrying frames, and `freight-wake/<domain><topic>`,
-//! an event service that wakes subscriptions that block. The message type is an
-//! attribute of the data service, so a publisher of another type is refused
-//! when it opens the topic, in any process.
+//! Each topic is an iceoryx2 service, `freight/<domain><topic>`, a `[u8]`
+//! publish-subscribe service carrying frames (subscriptions that block are
+//! woken through their process's bell, `delivery/bell.rs`, not per topic).
+//! The message type is an attribute of the service, so a publisher of
+//! another type is refused when it opens the topic, in any process.
 
 use std::any::{Any, TypeId};
 use std::cell::Cell;
@@ -27,25 +27,22 @@ use crate::sync::lock;
 /// The iceoryx2 service flavour: thread-safe ports, so endpoints are `Send + Sync`.
 pub(crate) type Ipc = crate::iox_service::Service;
 pub(crate) type DataService = iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], ()>;
-pub(crate) type EventService = iceoryx2::service::port_factory::event::PortFactory<Ipc>;
 
 const TYPE_KEY: &str = "freight.type";
 const HASH_KEY: &str = "freight.type_hash";
 
-/// The two iceoryx2 services of a topic, opened by one node and shared by
-/// its endpoints on the topic ([`OpenTopics`]).
+/// The iceoryx2 service of a topic, opened by one node and shared by its
+/// endpoints on the topic ([`OpenTopics`]).
 pub(crate) struct TopicServices {
     pub data: DataService,
-    /// Shared with the wake-up a subscription's DDS reader makes when it needs one.
-    pub event: Arc<EventService>,
     /// The message type's hash the data service was opened with.
     type_hash: u64,
 }
 
 /// The topics a node has open. Its endpoints on one topic share the topic's
-/// services: each opening of a service keeps its static and dynamic config
+/// service: each opening of a service keeps its static and dynamic config
 /// open (two descriptors and a mapping), so a publisher and a subscription of
-/// one node on one topic cost four descriptors fewer than they did with a
+/// one node on one topic cost two descriptors fewer than they would with a
 /// service each.
 #[derive(Default)]
 pub(crate) struct OpenTopics(Mutex<HashMap<String, Weak<TopicServices>>>);
@@ -123,17 +120,7 @@ fn open_services(
             },
             e => CreateError::shm(topic, "opening the data service")(e),
         })?;
-    let event_name = ServiceName::new(&format!("freight-wake/{domain}{topic}"))
-        .map_err(CreateError::shm(topic, "naming the wake-up service"))?;
-    let event = node
-        .service_builder(&event_name)
-        .event()
-        // Publishers wake subscriptions, and so do DDS readers (one per subscription).
-        .max_notifiers(limits.max_publishers + limits.max_subscriptions)
-        .max_listeners(limits.max_subscriptions)
-        .open_or_create()
-        .map_err(CreateError::shm(topic, "opening the wake-up service"))?;
-    Ok(TopicServices { data, event: Arc::new(event), type_hash })
+    Ok(TopicServices { data, type_hash })
 }
 
 fn existing_type(node: &iceoryx2::node::Node<Ipc>, name: &ServiceName) -> Option<String> {

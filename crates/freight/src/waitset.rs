@@ -4,15 +4,13 @@
 use std::time::Duration;
 
 use freight_msg::{Message, ServiceType};
-use iceoryx2::prelude::*;
 
 use crate::delivery::Receiver;
 use crate::endpoint::WaitMode;
-use crate::error::{ShmError, WaitError};
+use crate::error::WaitError;
 use crate::generic::{GenericClient, GenericServiceServer, GenericSubscription};
 use crate::service::{Client, ServiceServer};
 use crate::subscription::Subscription;
-use crate::topic::Ipc;
 
 /// What a wait ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,17 +100,19 @@ fn ready(subs: &[&Receiver]) -> Vec<usize> {
 }
 
 /// The wait shared by [`WaitSet`] and the executor. Busy-polls when any entry
-/// spins, else sleeps in one iceoryx2 wait-set over every entry's listener.
-/// A signal that cuts the sleep short (Linux does, for a process stopped and
-/// continued, whatever the handlers) only makes it sleep again for the time
-/// left.
+/// spins, else sleeps until the process's bell rings for one of them
+/// (`delivery/bell.rs`).
 pub(crate) fn wait_any(subs: &[&Receiver], timeout: Duration) -> Result<WaitOutcome, WaitError> {
     let now = ready(subs);
     if !now.is_empty() {
         return Ok(WaitOutcome::Ready(now));
     }
-    let deadline = std::time::Instant::now() + timeout;
+    let Some(first) = subs.first() else {
+        std::thread::sleep(timeout);
+        return Ok(WaitOutcome::Timeout);
+    };
     if subs.iter().any(|s| s.wait_mode() == WaitMode::Spin) {
+        let deadline = std::time::Instant::now() + timeout;
         while std::time::Instant::now() < deadline {
             let r = ready(subs);
             if !r.is_empty() {
@@ -122,27 +122,20 @@ pub(crate) fn wait_any(subs: &[&Receiver], timeout: Duration) -> Result<WaitOutc
         }
         return Ok(WaitOutcome::Timeout);
     }
-    let ws = WaitSetBuilder::new()
-        .signal_handling_mode(iceoryx2::prelude::SignalHandlingMode::Disabled)
-        .create::<Ipc>()
-        .map_err(ShmError::doing("creating a wait-set"))?;
-    let _guards = subs
-        .iter()
-        .map(|s| ws.attach_notification(&s.listener))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ShmError::doing("attaching a subscription to the wait-set"))?;
+    let deadline = std::time::Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        // Interrupted or not, what counts is whether data came in time.
-        ws.wait_and_process_once_with_timeout(|_| CallbackProgression::Stop, left)
-            .map_err(ShmError::doing("waiting in the wait-set"))?;
-        subs.iter().for_each(|s| s.drain_wakeups());
-        let r = ready(subs);
-        if !r.is_empty() {
-            return Ok(WaitOutcome::Ready(r));
-        }
-        if left.is_zero() || std::time::Instant::now() >= deadline {
+        if left.is_zero() {
             return Ok(WaitOutcome::Timeout);
+        }
+        let sleep = subs.iter().fold(left, |t, s| s.longest_sleep(t));
+        // Every receiver of the process has the same bell. Another thread
+        // may take what came before this one looks: then it waits on.
+        if first.bell.wait(sleep, || subs.iter().any(|s| s.has_data()))? {
+            let r = ready(subs);
+            if !r.is_empty() {
+                return Ok(WaitOutcome::Ready(r));
+            }
         }
     }
 }

@@ -38,7 +38,7 @@ use iceoryx2::prelude::*;
 
 use super::{Receiver, Sender};
 use crate::endpoint::{PublisherAd, SubscriberAd};
-use crate::process::pid_namespace;
+use crate::process::{pid_namespace, Process};
 use crate::sync::lock;
 use crate::topic::Ipc;
 
@@ -62,9 +62,6 @@ const MAX_PEERS: usize = 8;
 
 /// How long a process that let a farewell's wait pass is not waited for.
 const UNANSWERED_FOR: Duration = Duration::from_secs(10);
-
-/// A process of the host: its pid namespace (if known) and pid.
-type Process = (Option<u32>, u32);
 
 /// The mailbox id of the subscriber port `port`: ports of one process that
 /// share it are all emptied when either is asked for, which is harmless.

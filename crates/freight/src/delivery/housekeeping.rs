@@ -16,7 +16,7 @@ impl Sender {
             // Failures here leave the late joiner without history until the
             // next publish, which retries; nothing to report to anyone.
             let _ = self.iox.update_connections();
-            let _ = self.notifier.notify();
+            self.ring_readers();
         }
     }
 }

@@ -43,6 +43,7 @@ use freight_msg::Message;
 use crate::frame::{DATA_ALIGN, HEADER_LEN};
 use crate::topic::Ipc;
 
+mod bell;
 mod farewell;
 mod holds;
 pub(crate) mod housekeeping;
@@ -55,6 +56,7 @@ mod spill;
 mod unattached;
 mod ways_out;
 
+pub(crate) use bell::Bell;
 pub(crate) use import::{decode, decode_cdr, decode_frame, decode_network};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};

@@ -7,6 +7,7 @@
 //! another pid namespace lists every iceoryx2 node of the host (about 60 µs
 //! per node): that happens only when a pid cannot answer.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use freight_msg::BackendKind;
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
+use super::bell::PeerBell;
 use super::{Route, Sender};
 use crate::endpoint::{SubscriberAd, WaitMode};
 use crate::process::{dead_nodes, is_own_node};
@@ -23,7 +25,7 @@ use crate::sync::lock;
 
 /// How often the publisher re-reads the subscriber list even when the count of
 /// subscribers did not change (one left and another joined).
-const PEER_REFRESH: Duration = Duration::from_millis(100);
+pub(super) const PEER_REFRESH: Duration = Duration::from_millis(100);
 
 /// The topic's subscribers as last read from the service, by iceoryx2 port id
 /// (the backpressure handler looks receivers up by it).
@@ -48,6 +50,15 @@ pub(super) struct PeerSummary {
     read_at_ms: AtomicU64,
     any_remote: AtomicBool,
     pub(super) any_blocking: AtomicBool,
+}
+
+/// The bells a frame sent through shared memory rings: this process's when a
+/// subscription here blocks (a transient-local topic's go through shared
+/// memory), and one for each other process where one does.
+#[derive(Default)]
+pub(super) struct Rings {
+    pub(super) here: bool,
+    pub(super) peers: Vec<Arc<PeerBell>>,
 }
 
 /// Subscribers a frame could not be delivered to, recorded by the backpressure
@@ -178,6 +189,16 @@ impl Sender {
             found.retain(|(_, _, node, _)| !dead.contains(node));
         }
         let any_remote = found.iter().any(|&(_, _, node, _)| !is_own_node(node));
+        let mut rings = Rings::default();
+        let mut processes = BTreeSet::new();
+        for (_, ad, node, _) in found.iter().filter(|(_, ad, _, _)| ad.wait == WaitMode::Block) {
+            if is_own_node(*node) {
+                rings.here = true;
+            } else {
+                processes.insert((ad.pid_ns, ad.pid));
+            }
+        }
+        rings.peers = processes.into_iter().filter_map(|p| self.bell.peer(p)).collect();
         let subs: Subscribers =
             found.into_iter().map(|(id, ad, _, answers)| (id, Subscriber { ad, pid_here: answers })).collect();
         if subs.len() < before {
@@ -195,6 +216,7 @@ impl Sender {
         summary.read_at_ms.store(crate::clock::coarse_ms(), Ordering::Relaxed);
         summary.count.store(n, Ordering::Release);
         *lock(&self.subscribers) = subs;
+        *lock(&self.rings) = rings;
     }
 
     /// The process ids of subscribers on `route` that take `kind`'s memory

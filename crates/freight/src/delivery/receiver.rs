@@ -6,14 +6,15 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use freight_backend::{Frame, FrameMemory};
 use freight_dds::ReceivedCdr;
 use freight_msg::{BackendKind, BackendSet};
 use iceoryx2::prelude::*;
 
-use super::{farewell, MessageType};
+use super::readers::PEER_REFRESH;
+use super::{farewell, Bell, MessageType};
 use crate::context::Context;
 use crate::endpoint::{DeviceTag, SubscriberAd, WaitMode};
 use crate::error::{CreateError, ShmError, TakeError};
@@ -24,11 +25,10 @@ use crate::node::Node;
 use crate::qos::{Durability, History, QoS};
 use crate::sample::Transport;
 use crate::sync::lock;
-use crate::topic::{local_topic, EventService, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
+use crate::topic::{local_topic, Handed, IntraQueue, Ipc, LocalTopic, TopicServices};
 
 type IoxSubscriber = iceoryx2::port::subscriber::Subscriber<Ipc, [u8], ()>;
 type IoxSample = iceoryx2::sample::Sample<Ipc, [u8], ()>;
-pub(crate) type Listener = iceoryx2::port::listener::Listener<Ipc>;
 
 /// A shared-memory sample as a frame. Buffers that view it keep it (and so the
 /// publisher's memory) alive.
@@ -99,7 +99,10 @@ pub(crate) struct Receiver {
     depth: usize,
     /// Keeps this process's mailbox open while the subscription lives.
     _mailbox: Option<Arc<farewell::Mailbox>>,
-    pub(crate) listener: Listener,
+    /// This process's bell, which wakes a blocking take.
+    pub(crate) bell: Arc<Bell>,
+    /// When it was made (see [`Receiver::longest_sleep`]).
+    made: Instant,
     /// The DDS reader; `None` in a local-only context.
     pub(crate) network: Option<NetworkReader>,
 }
@@ -111,51 +114,6 @@ pub(crate) enum Arrival {
     /// A `Sample<M>` handed over in the process as it is.
     Sample(Box<dyn std::any::Any + Send>),
     Cdr(ReceivedCdr),
-}
-
-/// How a subscription's DDS reader wakes the topic's waiting subscriptions,
-/// as a local publisher does: through an iceoryx2 notifier made at the first
-/// arrival. Most topics of a host never receive over DDS, and a notifier costs
-/// three descriptors (its port tag, a mapping of each listener's event segment,
-/// a socket). Making one writes a slot of the event service's dynamic config,
-/// whose page may never have been allocated: that file is allocated first, so
-/// a full `/dev/shm` (a publisher spilling over DDS) is an error here, not
-/// `SIGBUS`. One that cannot be made is tried again at the next arrival and
-/// said once on stderr; until then a waiting take sees DDS data at its timeout.
-fn dds_wake_up(topic: &str, event: Arc<EventService>) -> Box<dyn Fn() + Send + Sync> {
-    let topic = topic.to_owned();
-    // The notifier once made, and whether a failure to make it was said.
-    let state = Mutex::new((None, false));
-    Box::new(move || {
-        let mut state = lock(&state);
-        let (notifier, said) = &mut *state;
-        if notifier.is_none() {
-            let config = event.dynamic_config() as *const _ as usize;
-            let made = match super::reserve::allocate_file_at(config) {
-                Ok(()) => event.notifier_builder().create().map_err(|e| format!("{e:?}")),
-                Err(no) => Err(format!(
-                    "/dev/shm is full: {} bytes to allocate, {} free",
-                    no.needed,
-                    no.free.map_or_else(|| "unknown".to_owned(), |f| format!("{f} bytes"))
-                )),
-            };
-            match made {
-                Ok(n) => *notifier = Some(n),
-                Err(why) if !*said => {
-                    *said = true;
-                    eprintln!(
-                        "freight: {topic}: cannot make the wake-up for messages from DDS ({why}); \
-                         a waiting take sees them at its timeout"
-                    );
-                }
-                Err(_) => {}
-            }
-        }
-        if let Some(n) = notifier.as_ref() {
-            // A failed wake-up leaves the message queued for the next look.
-            let _ = n.notify();
-        }
-    })
 }
 
 impl Receiver {
@@ -194,15 +152,11 @@ impl Receiver {
         let local = local_topic(ctx.domain_id, topic, ty.name, ty.rust_type)?;
         let services = node.inner.topics.open(&node.inner.iox, ctx.domain_id, topic, ty.name, ty.hash, &limits)?;
         let history = if qos.durability == Durability::TransientLocal { depth } else { 0 };
-        // Before the port exists: a publisher that sees it finds the mailbox.
+        // Before the port exists: a publisher that sees it finds the mailbox
+        // and the bell.
         let mailbox = farewell::mailbox();
+        let bell = Bell::get(topic)?;
         let port = PortName::new(&ad.encode()).map_err(CreateError::shm(topic, "naming the subscriber port"))?;
-        // Listen before connecting so no wake-up between the two is lost.
-        let listener = services
-            .event
-            .listener_builder()
-            .create()
-            .map_err(CreateError::shm(topic, "creating the wake-up listener"))?;
         let iox = services
             .data
             .subscriber_builder()
@@ -213,7 +167,8 @@ impl Receiver {
             .map_err(CreateError::shm(topic, "creating the subscriber port"))?;
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
-                let wake = dds_wake_up(topic, Arc::clone(&services.event));
+                let rings = Arc::clone(&bell);
+                let wake = Box::new(move || rings.ring_here());
                 let tag = PeerTag::of_this_process(node, None, Some(accepts));
                 let r = NetworkReader::new(&participant, node, topic, &ty.dds_name, &qos, &tag, wake);
                 Some(r.map_err(|source| CreateError::Network { topic: topic.into(), source })?)
@@ -243,7 +198,8 @@ impl Receiver {
             kept: Mutex::default(),
             depth,
             _mailbox: mailbox,
-            listener,
+            bell,
+            made: Instant::now(),
             network,
         });
         farewell::register(&receiver);
@@ -314,13 +270,24 @@ impl Receiver {
         }
     }
 
-    /// Sleeps until a publisher wakes this topic or `timeout` passes, or a
-    /// signal cuts the sleep short: the caller looks for data and sleeps again
-    /// for the time left.
+    /// Sleeps until a message is queued or `timeout` passes, woken by the
+    /// process's [`Bell`] (or sooner, see [`Receiver::longest_sleep`]).
     pub(crate) fn wait_for_wakeup(&self, timeout: Duration) -> Result<(), TakeError> {
-        match self.listener.timed_wait(|_| {}, timeout) {
-            Ok(_) | Err(iceoryx2::port::listener::ListenerWaitError::InterruptSignal) => Ok(()),
-            Err(e) => Err(ShmError::doing("waiting for a wake-up")(e).into()),
+        self.bell.wait(self.longest_sleep(timeout), || self.has_data())?;
+        Ok(())
+    }
+
+    /// How long a wait of at most `timeout` may sleep before it looks for
+    /// data again without a ring. A publisher re-reads its subscribers when
+    /// their number changes or [`PEER_REFRESH`] has passed: one that saw a
+    /// subscription go and this one come since it last looked (the same
+    /// number) sends to it without ringing its process for that long. While
+    /// that can be, the subscription looks every half of it.
+    pub(crate) fn longest_sleep(&self, timeout: Duration) -> Duration {
+        if self.made.elapsed() < 2 * PEER_REFRESH {
+            timeout.min(PEER_REFRESH / 2)
+        } else {
+            timeout
         }
     }
 
@@ -334,11 +301,6 @@ impl Receiver {
             || !lock(&self.kept).is_empty()
             || self.iox.has_samples().unwrap_or(false)
             || self.network.as_ref().is_some_and(NetworkReader::has_data)
-    }
-
-    /// Clears pending wake-ups (after a wait-set reported this subscription).
-    pub(crate) fn drain_wakeups(&self) {
-        let _ = self.listener.try_wait(|_| {});
     }
 
     /// Whether this subscription is on the device of `kind`'s memory that a
@@ -461,25 +423,5 @@ mod tests {
         // The last one is remembered: no second notice for it.
         let last = 3 * NOTED_MAX as u64 - 1;
         sub.inner.note_fallback(last, || panic!("publisher {last} was reported twice"));
-    }
-
-    #[test]
-    fn the_event_config_a_dds_wake_up_writes_is_allocated_before() {
-        use std::os::unix::fs::MetadataExt;
-        let ctx = Context::builder().local_only().create().unwrap();
-        let node = ctx.create_node("wake_config").unwrap();
-        let sub = node.create_subscription::<UInt8MultiArray>("/wake_config", QoS::default()).unwrap();
-        let config = sub.inner.services.event.dynamic_config() as *const _ as usize;
-        let entry = freight_backend::maps::find_own(config).unwrap().expect("the dynamic config is mapped");
-        assert!(entry.shared && entry.path.starts_with("/dev/shm/"), "{entry:?}");
-        let allocated = || {
-            let m = std::fs::metadata(&entry.path).unwrap();
-            (m.blocks() * 512, m.len())
-        };
-        let (before, len) = allocated();
-        // If iceoryx2 ever allocates the file whole, the precaution can go.
-        assert!(before < len, "iceoryx2 left no page of {} unallocated", entry.path);
-        super::super::reserve::allocate_file_at(config).unwrap();
-        assert!(allocated().0 >= len, "{} is not allocated whole", entry.path);
     }
 }

@@ -17,12 +17,12 @@ use iceoryx2::prelude::*;
 
 use super::farewell;
 use super::holds::Holds;
-use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Subscribers};
+use super::readers::{backpressure_handler, MissedReceivers, PeerSummary, Rings, Subscribers};
 use super::reserve::{NoRoom, Reservations};
 use super::spill::Spill;
 use super::unattached::Unattached;
 use super::ways_out::HeapFrames;
-use super::{housekeeping, layout, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route, Slot};
+use super::{housekeeping, layout, Bell, FrameMut, FullQueues, Layout, LoanedBuffer, MessageType, Route, Slot};
 use crate::endpoint::{DeviceTag, PublisherAd};
 use crate::error::{CreateError, LoanError, PublishError, ShmError};
 use crate::frame::{retag, Entry, Header, HEADER_LEN};
@@ -33,7 +33,6 @@ use crate::sync::lock;
 use crate::topic::{local_topic, Ipc, LocalTopic, TopicServices};
 
 type IoxPublisher = iceoryx2::port::publisher::Publisher<Ipc, [u8], ()>;
-type Notifier = iceoryx2::port::notifier::Notifier<Ipc>;
 
 /// The sending end of one topic in this process.
 pub(crate) struct Sender {
@@ -45,7 +44,10 @@ pub(crate) struct Sender {
     pub(super) local: Arc<LocalTopic>,
     pub(super) services: Arc<TopicServices>,
     pub(super) iox: IoxPublisher,
-    pub(super) notifier: Notifier,
+    /// This process's bell, which also opens the bells its readers' processes ring.
+    pub(super) bell: Arc<Bell>,
+    /// The bells to ring after a frame went through shared memory.
+    pub(super) rings: Mutex<Rings>,
     pub(super) summary: PeerSummary,
     pub(super) subscribers: Arc<Mutex<Subscribers>>,
     pub(super) missed: Arc<MissedReceivers>,
@@ -179,7 +181,7 @@ pub(crate) struct Exported<'a> {
 
 impl Sender {
     /// Opens the ports of a sender of `ty` on `topic` (the fully qualified
-    /// name): the iceoryx2 publisher and notifier, and the DDS writer unless
+    /// name): the iceoryx2 publisher, and the DDS writer unless
     /// the context is local only. `backend` is where loans live.
     pub(crate) fn open(
         node: &Node,
@@ -227,11 +229,7 @@ impl Sender {
             .set_backpressure_handler(backpressure_handler(qos, subscribers.clone(), missed.clone()))
             .create()
             .map_err(CreateError::shm(topic, "creating the publisher port"))?;
-        let notifier = services
-            .event
-            .notifier_builder()
-            .create()
-            .map_err(CreateError::shm(topic, "creating the wake-up notifier"))?;
+        let bell = Bell::get(topic)?;
         let id = iox.id().value() as u64 ^ (iox.id().value() >> 64) as u64;
         let network = match ctx.participant_for(topic, &qos)? {
             Some(participant) => {
@@ -249,7 +247,8 @@ impl Sender {
             local,
             services,
             iox,
-            notifier,
+            bell,
+            rings: Mutex::default(),
             summary: PeerSummary::unread(),
             subscribers,
             missed,

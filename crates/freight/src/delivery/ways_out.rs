@@ -227,7 +227,10 @@ impl Sender {
             }
             (wake, missed)
         });
-        self.delivered(wake, missed)
+        if wake {
+            self.bell.ring_here();
+        }
+        self.delivered(missed)
     }
 
     /// Gives a heap frame that no reader saw (a spilled loan's) back to this
@@ -249,10 +252,10 @@ impl Sender {
     /// are given back for subscribers that do not receive it.
     pub(crate) fn deliver(&self, frame: FrameMut, device: &[Entry], lent_to: &[u32]) -> Result<(), PublishError> {
         let mut missed = 0;
-        let mut wake = false;
         match frame {
             FrameMut::Heap(bytes) => {
                 let frame = self.pooled_frame(bytes);
+                let mut wake = false;
                 self.local.with_subscribers(|subscribers| {
                     for q in subscribers {
                         match self.deliver_intra(q, Handed::Frame(frame.clone())) {
@@ -265,6 +268,9 @@ impl Sender {
                         }
                     }
                 });
+                if wake {
+                    self.bell.ring_here();
+                }
             }
             FrameMut::Shm(sample, _) => {
                 // SAFETY: every byte of the sample is initialized: header and
@@ -314,20 +320,34 @@ impl Sender {
                     let suspect = unknown || (!every_one && handled.iter().any(|&(_, waited_for)| !waited_for));
                     noting.note(Sent { device, lent_to, given_back: &given_back, suspect });
                 }
-                wake = self.summary.any_blocking.load(Ordering::Acquire);
+                if self.summary.any_blocking.load(Ordering::Acquire) {
+                    self.ring_readers();
+                }
             }
         }
-        self.delivered(wake, missed)
+        self.delivered(missed)
     }
 
-    /// Wakes blocking subscriptions when one was given something, and reports
-    /// those waited for that missed the message.
-    fn delivered(&self, wake: bool, missed: usize) -> Result<(), PublishError> {
-        if wake {
-            // A failed wake-up leaves data queued; the subscriber sees it on its
-            // next wait, so it is not an error of this publish.
-            let _ = self.notifier.notify();
+    /// Rings the bells of the processes where a subscription in shared
+    /// memory blocks. A bell nobody heard (its process made it anew) is
+    /// opened again at the next publish, which re-reads the subscribers; its
+    /// subscriptions see this frame at their next look meanwhile, so that is
+    /// not an error of this publish.
+    pub(super) fn ring_readers(&self) {
+        let rings = lock(&self.rings);
+        if rings.here {
+            self.bell.ring_here();
         }
+        // Every bell is rung, also after one was not heard.
+        let unheard = rings.peers.iter().filter(|p| !p.ring()).count();
+        drop(rings);
+        if unheard > 0 {
+            self.summary.count.store(usize::MAX, Ordering::Release);
+        }
+    }
+
+    /// Reports the subscribers waited for that missed the message.
+    fn delivered(&self, missed: usize) -> Result<(), PublishError> {
         if missed > 0 {
             return Err(PublishError::QueueFull { subscribers: missed });
         }
