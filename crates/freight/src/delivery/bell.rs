@@ -12,13 +12,17 @@
 //! variable, and every ring makes each of them look at its own subscriptions
 //! again. A single waiting thread (an executor, a `take`) sleeps on the
 //! listener itself, so a wake-up from another process costs one hand-off,
-//! as a listener per topic did.
+//! as a listener per topic did. Where several threads wait, the leader that
+//! wakes also wakes the followers, so that one of them listens next: two
+//! threads of one process that block on each other's messages pay that
+//! futex wake-up on every round trip (BENCHMARKS.md, "One wake-up per
+//! process").
 //!
 //! Per endpoint this costs nothing. With a wake-up service per topic, a
 //! subscription kept five descriptors for it (the service's two records,
 //! its listener's port tag, event segment and socket) and a publisher three;
-//! now a process keeps about eleven for its bell, and about four for each
-//! other process whose subscriptions it wakes ([`PeerBell`]).
+//! now a process keeps 12 for its bell, and about 5 for each other process
+//! whose subscriptions it wakes ([`PeerBell`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

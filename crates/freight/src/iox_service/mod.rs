@@ -12,7 +12,9 @@
 //! [`Reentrant`] holds the state in an `Arc` of `parking_lot`'s reentrant
 //! mutex, which locks uncontended without a system call or a pthread call,
 //! and whose creation is an allocation. BENCHMARKS.md counts the instructions
-//! this saves per message.
+//! this saves per message. Its publishers' data segments are iceoryx2's too,
+//! but allow fewer reallocations ([`segments`]), which saves a publisher
+//! most of its memory.
 
 use core::fmt::Debug;
 use core::ptr::NonNull;
@@ -24,10 +26,12 @@ use iceoryx2_cal::arc_sync_policy::{ArcSyncPolicy, ArcSyncPolicyCreationError, L
 use iceoryx2_cal::shm_allocator::bump_allocator::BumpAllocator;
 use iceoryx2_cal::shm_allocator::pool_allocator::PoolAllocator;
 use iceoryx2_cal::{
-    bag, dynamic_storage, event, hash, monitoring, reactor, resizable_shared_memory, serialize, shared_memory,
-    static_storage, zero_copy_connection,
+    bag, dynamic_storage, event, hash, monitoring, reactor, serialize, shared_memory, static_storage,
+    zero_copy_connection,
 };
 use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+
+mod segments;
 
 /// The iceoryx2 service freight's topics and endpoints are built on: thread-safe
 /// ports (see the module's documentation).
@@ -43,7 +47,7 @@ impl iceoryx2::service::Service for Service {
     type DynamicStorage<T: Debug + Send + Sync + ZeroCopySend + 'static> = dynamic_storage::recommended::Ipc<T>;
     type ServiceNameHasher = hash::recommended::Recommended;
     type SharedMemory = shared_memory::recommended::Ipc<PoolAllocator>;
-    type ResizableSharedMemory = resizable_shared_memory::recommended::Ipc<PoolAllocator>;
+    type ResizableSharedMemory = segments::Segments;
     type Connection = zero_copy_connection::recommended::Ipc;
     type Event = event::recommended::Ipc;
     type Monitoring = monitoring::recommended::Ipc;
