@@ -547,6 +547,16 @@ fn run_child(role: &str) {
             let s = sub.take(T).unwrap().expect("a message in time");
             say(format!("GOT {} {:?}", s.data.len(), s.info().transport));
         }
+        // Waits until its subscription no longer looks on its own (see
+        // `Receiver::longest_sleep`), then blocks in one long take.
+        "settled_sub" => {
+            let sub = n.create_subscription::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+            std::thread::sleep(Duration::from_millis(400));
+            say("READY");
+            let start = Instant::now();
+            let s = sub.take(Duration::from_secs(60)).unwrap().expect("a message in time");
+            say(format!("GOT {} {:?} {}", s.data.len(), s.info().transport, start.elapsed().as_millis()));
+        }
         // Publishes every millisecond until killed.
         "stream_pub" => {
             let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
@@ -1545,6 +1555,30 @@ fn subscriber_killed_while_holding_samples_neither_blocks_nor_crashes_the_publis
     assert_eq!(fresh.expect("GOT", T), ["1024", "Shm"]);
     fresh.finish();
     live.finish();
+}
+
+/// A subscription blocked in `take` in another process is woken by the
+/// publisher's ring of its process's bell, not by its own timeout (60 s
+/// here) nor by a young subscription's looks every 50 ms.
+#[test]
+fn a_blocked_take_in_another_process_is_woken_by_the_publish() {
+    if let Some(role) = child_role() {
+        return run_child(&role);
+    }
+    let name = "a_blocked_take_in_another_process_is_woken_by_the_publish";
+    let t = topic("settled_sub");
+    let n = node("settled_pub");
+    let p = n.create_publisher::<UInt8MultiArray>(&t, QoS::default()).unwrap();
+    let mut sub = Kid::spawn(name, "settled_sub", &[("FREIGHT_TEST_TOPIC", t.as_str())]);
+    sub.expect("READY", T);
+    wait_for_subscriptions(&p, 1);
+    // Let the child's take go to sleep.
+    std::thread::sleep(Duration::from_millis(200));
+    publish_tagged(&p, 0, 0).unwrap();
+    let got = sub.expect("GOT", Duration::from_secs(5));
+    assert_eq!(got[..2], ["1024", "Shm"]);
+    eprintln!("the take returned after {} ms", got[2]);
+    sub.finish();
 }
 
 #[test]
