@@ -504,8 +504,9 @@ fn what_a_full_best_effort_subscription_misses_over_dds_is_counted() {
 }
 
 /// A take that waits is woken by a message from DDS, as by one from shared
-/// memory: the subscription makes its DDS wake-up at the first arrival (before,
-/// at creation). Without the wake-up each take would last its whole timeout.
+/// memory: the DDS reader rings the process's bell. Without the ring each
+/// take would last its whole timeout (a subscription looks on its own every
+/// 50 ms only in its first 200 ms, before the peer is started and discovered).
 #[test]
 fn a_waiting_take_wakes_for_messages_from_dds() {
     const NAME: &str = "a_waiting_take_wakes_for_messages_from_dds";

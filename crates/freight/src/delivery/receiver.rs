@@ -119,8 +119,9 @@ pub(crate) enum Arrival {
 impl Receiver {
     /// Opens the ports of a receiver of `ty` on `topic` (the fully qualified
     /// name) that takes memory of `accepts` as is and waits as `wait` says:
-    /// the in-process queue, the iceoryx2 subscriber and wake-up listener,
-    /// and the DDS reader unless the context is local only.
+    /// the in-process queue, the iceoryx2 subscriber (woken through the
+    /// process's [`Bell`]), and the DDS reader unless the context is local
+    /// only.
     pub(crate) fn open(
         node: &Node,
         topic: &str,
