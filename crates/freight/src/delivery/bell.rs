@@ -73,9 +73,8 @@ struct State {
     rings: u64,
 }
 
-fn bell_name((pid_ns, pid): Process) -> Result<ServiceName, iceoryx2::service::service_name::ServiceNameError> {
-    ServiceName::new(&format!("freight-bell/{:x}/{pid}", pid_ns.unwrap_or(0)))
-}
+/// The kind of [`super::process_service`] a bell is.
+const BELL_KIND: &str = "freight-bell";
 
 impl Bell {
     /// This process's bell, opened if no endpoint holds it (`topic` names the
@@ -97,7 +96,7 @@ impl Bell {
             .signal_handling_mode(SignalHandlingMode::Disabled)
             .create::<Ipc>()
             .map_err(CreateError::shm(topic, "creating the wake-up node"))?;
-        let name = bell_name((pid_namespace(), std::process::id()))
+        let name = super::process_service(BELL_KIND, (pid_namespace(), std::process::id()))
             .map_err(CreateError::shm(topic, "naming the wake-up service"))?;
         let service = node
             .service_builder(&name)
@@ -202,7 +201,7 @@ impl Bell {
         if let Some(p) = peers.get(&process).and_then(Weak::upgrade).filter(|p| !p.stale.load(Ordering::Acquire)) {
             return Some(p);
         }
-        match self.open_peer(process) {
+        match super::notifier_of(&self.node, BELL_KIND, process) {
             Ok(notifier) => {
                 let p = Arc::new(PeerBell { notifier, stale: AtomicBool::new(false) });
                 peers.retain(|_, w| w.strong_count() > 0);
@@ -220,12 +219,6 @@ impl Bell {
                 None
             }
         }
-    }
-
-    fn open_peer(&self, process: Process) -> Result<Notifier, String> {
-        let name = bell_name(process).map_err(|e| format!("{e:?}"))?;
-        let service = self.node.service_builder(&name).event().open().map_err(|e| format!("{e:?}"))?;
-        service.notifier_builder().create().map_err(|e| format!("{e:?}"))
     }
 }
 
@@ -259,7 +252,7 @@ mod tests {
     fn the_records_other_processes_write_into_are_allocated_whole() {
         use std::os::unix::fs::MetadataExt;
         let bell = Bell::get("/bell_records").unwrap();
-        let name = bell_name((pid_namespace(), std::process::id())).unwrap();
+        let name = super::super::process_service(BELL_KIND, (pid_namespace(), std::process::id())).unwrap();
         // The same records, as a publisher's process maps them.
         let service = bell.node.service_builder(&name).event().open().unwrap();
         let config = service.dynamic_config() as *const _ as usize;

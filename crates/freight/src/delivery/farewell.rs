@@ -70,10 +70,8 @@ pub(super) fn mailbox_id(port: u128) -> usize {
     (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize
 }
 
-fn mailbox_name((pid_ns, pid): Process) -> Result<ServiceName, String> {
-    let name = format!("freight-mailbox/{:x}/{pid}", pid_ns.unwrap_or(0));
-    ServiceName::new(&name).map_err(|e| format!("{name}: {e:?}"))
-}
+/// The kind of [`super::process_service`] a mailbox is.
+const MAILBOX_KIND: &str = "freight-mailbox";
 
 /// This process's mailbox: the thread that listens, and what it shares with
 /// the publishers saying farewell. Every endpoint holds it, so it goes with
@@ -172,7 +170,9 @@ impl Mailbox {
             .map_err(|e| format!("creating its node: {e:?}"))?;
         let own = (pid_namespace(), std::process::id());
         let service = node
-            .service_builder(&mailbox_name(own)?)
+            .service_builder(
+                &super::process_service(MAILBOX_KIND, own).map_err(|e| format!("naming its service: {e:?}"))?,
+            )
             .event()
             // The thread of a mailbox dropped on it may still listen.
             .max_listeners(2)
@@ -273,7 +273,7 @@ impl PostOffice {
             // and came back), or gone: open it again.
             peers.remove(&process);
         }
-        let Some(notifier) = self.open_notifier(process) else { return false };
+        let Ok(notifier) = super::notifier_of(&self.node, MAILBOX_KIND, process) else { return false };
         let heard = matches!(notifier.notify_with_custom_event_id(EventId::new(id)), Ok(k) if k > 0);
         if heard {
             if peers.len() >= MAX_PEERS {
@@ -287,11 +287,6 @@ impl PostOffice {
             peers.insert(process, notifier);
         }
         heard
-    }
-
-    fn open_notifier(&self, process: Process) -> Option<iceoryx2::port::notifier::Notifier<Ipc>> {
-        let service = self.node.service_builder(&mailbox_name(process).ok()?).event().open().ok()?;
-        service.notifier_builder().create().ok()
     }
 
     /// Whether `process` let a farewell's wait pass within [`UNANSWERED_FOR`].

@@ -32,7 +32,9 @@
 //! [`housekeeping`] runs the per-process threads: history for late joiners
 //! of latched topics, holds of dead readers given back, and those of
 //! readers that missed a frame unannounced ([`unattached`]). A dropped
-//! publisher says [`farewell`] so that what it sent outlives it.
+//! publisher says [`farewell`] so that what it sent outlives it. A
+//! subscription that blocks is woken through its process's [`bell`], which
+//! publishers ring once per process.
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -40,7 +42,11 @@ use std::sync::Arc;
 use freight_backend::{Backend, BlockMut, FrameSlot};
 use freight_msg::Message;
 
+use iceoryx2::prelude::ServiceName;
+use iceoryx2::service::service_name::ServiceNameError;
+
 use crate::frame::{DATA_ALIGN, HEADER_LEN};
+use crate::process::Process;
 use crate::topic::Ipc;
 
 mod bell;
@@ -61,6 +67,25 @@ pub(crate) use import::{decode, decode_cdr, decode_frame, decode_network};
 pub(crate) use receiver::{Arrival, Receiver};
 pub(crate) use sender::{Exported, Lent, Sender};
 pub(crate) use ways_out::serialize;
+
+/// The event service of `kind` that `process` keeps for itself (its
+/// farewell mailbox, its bell), named after its pid namespace and pid,
+/// which its peers read from the names of its ports.
+fn process_service(kind: &str, (pid_ns, pid): Process) -> Result<ServiceName, ServiceNameError> {
+    ServiceName::new(&format!("{kind}/{:x}/{pid}", pid_ns.unwrap_or(0)))
+}
+
+/// A notifier of the event service of `kind` that another process keeps
+/// for itself, opened through `node`.
+fn notifier_of(
+    node: &iceoryx2::node::Node<Ipc>,
+    kind: &str,
+    process: Process,
+) -> Result<iceoryx2::port::notifier::Notifier<Ipc>, String> {
+    let name = process_service(kind, process).map_err(|e| format!("{e:?}"))?;
+    let service = node.service_builder(&name).event().open().map_err(|e| format!("{e:?}"))?;
+    service.notifier_builder().create().map_err(|e| format!("{e:?}"))
+}
 
 /// What a publish does with a subscription's full queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
